@@ -1,0 +1,60 @@
+// drvtma device helpers: mbarrier (init, arrive, expect_tx) and the bounded parity wait.
+#pragma once
+#include "common.cuh"
+#include "status.cuh"
+
+// How long one wait may spin before it is declared a timeout. Generous for real work (a wait is
+// microseconds), short enough that a broken protocol ends a test in about a second, not a hang.
+#ifndef DRVTMA_WAIT_TIMEOUT_NS
+#define DRVTMA_WAIT_TIMEOUT_NS 1000000000ull
+#endif
+
+__device__ __forceinline__ void mbar_init(u64* bar, u32 arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(arrivals) : "memory");
+}
+
+// Makes initialised barriers visible to the async proxy (the copy engine) and the other threads.
+__device__ __forceinline__ void mbar_fence_init() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
+// Arrive once and announce `bytes` of transactions that copies will complete on this phase.
+__device__ __forceinline__ void mbar_arrive_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+
+// True once the phase with this parity has completed (parity 1 is "complete" right after init).
+__device__ __forceinline__ bool mbar_try_wait_parity(u64* bar, u32 parity) {
+    u32 done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
+
+// Bounded wait: returns false (after recording who, where and which parity) instead of hanging.
+// Callers must stop using the stage and leave the kernel when it returns false.
+__device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
+                                          u32 where) {
+    if (mbar_try_wait_parity(bar, parity)) return true;
+    const u64 start = globaltimer_ns();
+    while (!mbar_try_wait_parity(bar, parity)) {
+        if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
+            drvtma_report_timeout(st, barrier_id, stage, parity, where);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,189 @@
+"""CUDA C++ to cubin with NVRTC, behind a persistent cache. Needs no GPU."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import NvrtcError
+
+DEFAULT_ARCH = "sm_90a"
+_CACHE_FORMAT = "1"  # bump when what a cache entry holds changes
+_memory_cache: dict[str, bytes] = {}
+_memory_lock = threading.Lock()
+
+
+def cu_dir() -> Path:
+    """The folder of drvtma's kernels: $DRVTMA_CU_DIR, else the copy shipped inside the package, else the repo's."""
+    override = os.environ.get("DRVTMA_CU_DIR")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "cu", here.parent / "cu"):  # installed wheel, then source checkout
+        if (candidate / "include" / "drvtma").is_dir():
+            return candidate
+    raise FileNotFoundError(f"drvtma's cu/ folder was not found next to {here}; set DRVTMA_CU_DIR")
+
+
+def include_dir() -> Path:
+    return cu_dir() / "include"
+
+
+def cache_dir() -> Path | None:
+    """Where cubins are cached; None when DRVTMA_NO_CACHE is set."""
+    if os.environ.get("DRVTMA_NO_CACHE", "") not in ("", "0"):
+        return None
+    root = os.environ.get("DRVTMA_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "drvtma"
+
+
+@lru_cache(maxsize=1)
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return int(major), int(minor)
+
+
+def _headers_digest(inc: Path) -> str:
+    """Every header under cu/include changes the output of every kernel that may include it."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in inc.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(inc)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _resolve(source, name: str | None) -> tuple[str, bytes]:
+    """(source name, source text) from a Path, a file name under cu/, or the text itself."""
+    if isinstance(source, Path):
+        return name or source.name, source.read_bytes()
+    if isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh")):
+        path = Path(source) if os.path.isabs(source) else cu_dir() / source
+        return name or path.name, path.read_bytes()
+    text = source.encode() if isinstance(source, str) else bytes(source)
+    return name or "drvtma_source.cu", text
+
+
+def build_options(arch: str, options=(), defines: dict | None = None) -> tuple[str, ...]:
+    opts = [f"-arch={arch}", "-std=c++17", f"-I{include_dir()}"]
+    opts += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
+    opts += list(options)
+    return tuple(opts)
+
+
+def cache_key(text: bytes, name: str, options: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for part in (_CACHE_FORMAT, name, "%d.%d" % nvrtc_version(), "\0".join(options), _headers_digest(include_dir())):
+        h.update(part.encode() + b"\0")
+    h.update(text)
+    return h.hexdigest()
+
+
+def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, options=(),
+                  defines: dict | None = None, cache: bool = True) -> bytes:
+    """Compile CUDA C++ for `arch` and return the cubin; cached in memory and on disk by everything that matters."""
+    name, text = _resolve(source, name)
+    opts = build_options(arch, options, defines)
+    key = cache_key(text, name, opts)
+    if cache:
+        with _memory_lock:
+            hit = _memory_cache.get(key)
+        if hit is not None:
+            return hit
+    folder = cache_dir() if cache else None
+    path = folder / f"{key}.cubin" if folder else None
+    if path is not None and path.is_file():
+        cubin = path.read_bytes()
+    else:
+        cubin = _nvrtc_compile(text, name, opts)
+        if path is not None:
+            _write_atomic(path, cubin)
+    if cache:
+        with _memory_lock:
+            _memory_cache[key] = cubin
+    return cubin
+
+
+def clear_memory_cache() -> None:
+    with _memory_lock:
+        _memory_cache.clear()
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Publish a cache entry with a rename, so readers never see half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cubin")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:  # a read-only cache folder costs speed, never correctness
+        pass
+
+
+def _nvrtc_compile(text: bytes, name: str, options: tuple[str, ...]) -> bytes:
+    from cuda.bindings import nvrtc
+
+    def check(result, what):
+        code, *values = result
+        if code != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, msg = nvrtc.nvrtcGetErrorString(code)
+            raise NvrtcError(f"{what}: {code.name} ({msg.decode()})", source_name=name, options=options)
+        return values[0] if len(values) == 1 else values
+
+    prog = check(nvrtc.nvrtcCreateProgram(text, name.encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        encoded = [o.encode() for o in options]
+        (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
+        size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        log = b" " * size
+        check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
+        log_text = log.rstrip(b"\0 ").decode(errors="replace")
+        if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise NvrtcError(_format_failure(name, text, options, log_text), source_name=name, options=options,
+                             log=log_text)
+        size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+        cubin = b" " * size
+        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        return cubin
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?:error|warning|catastrophic error)", re.M)
+
+
+def _format_failure(name: str, text: bytes, options, log: str, context_lines: int = 2) -> str:
+    """The log, then the source lines around each reported line (from the source or a drvtma header)."""
+    parts = [f"NVRTC failed to compile {name}", "options: " + " ".join(options), "log:", log]
+    shown = set()
+    for m in _LOG_LINE.finditer(log):
+        file, line = m["file"], int(m["line"])
+        if (file, line) in shown:
+            continue
+        shown.add((file, line))
+        lines = _source_lines(file, name, text)
+        if not lines:
+            continue
+        lo, hi = max(1, line - context_lines), min(len(lines), line + context_lines)
+        parts.append(f"--- {file}:{line}")
+        parts += [f"{'>' if i == line else ' '}{i:5d} | {lines[i - 1]}" for i in range(lo, hi + 1)]
+    return "\n".join(parts)
+
+
+def _source_lines(file: str, name: str, text: bytes) -> list[str]:
+    if file == name or Path(file).name == name:
+        return text.decode(errors="replace").splitlines()
+    path = Path(file) if os.path.isabs(file) else include_dir() / file
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []

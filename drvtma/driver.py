@@ -1,0 +1,320 @@
+"""The CUDA driver, through cuda-python: checked calls, the primary context, buffers, streams and events."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import CudaError, NoGpuError
+
+try:  # the bindings import without a driver; the first call then fails (see _load_failure)
+    from cuda.bindings import driver as cu
+except ImportError as exc:  # pragma: no cover - cuda-python is a hard dependency
+    cu = None
+    _IMPORT_ERROR: Exception | None = exc
+else:
+    _IMPORT_ERROR = None
+
+_NO_GPU_CODES = {"CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA_ERROR_NOT_FOUND",
+                 "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"}
+
+
+def _describe(code) -> tuple[str, str]:
+    name = getattr(code, "name", str(code))
+    try:
+        err, text = cu.cuGetErrorString(code)
+        desc = text.decode() if text else "no description"
+    except Exception:  # the driver may be the thing that is broken
+        desc = "no description"
+    return name, desc
+
+
+def call(fn, *args):
+    """Run a cuda-python driver function; return its value(s), or raise CudaError naming the call."""
+    if cu is None:
+        raise NoGpuError(f"cuda-python is not importable: {_IMPORT_ERROR}")
+    try:
+        result = fn(*args)
+    except RuntimeError as exc:  # cuda.pathfinder: libcuda.so not found
+        if "driver" in str(exc).lower() or type(exc).__name__ == "DynamicLibNotFoundError":
+            raise NoGpuError(f"no CUDA driver on this machine: {exc}") from None
+        raise
+    code, values = result[0], result[1:]
+    if code != cu.CUresult.CUDA_SUCCESS:
+        name, desc = _describe(code)
+        raise CudaError(fn.__name__, int(code), name, desc)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    ordinal: int
+    name: str
+    compute_capability: tuple[int, int]
+    sm_count: int
+    l2_bytes: int
+    smem_per_block: int
+    smem_per_block_optin: int
+    smem_per_sm: int
+    clock_khz: int
+    memory_clock_khz: int
+    memory_bus_bits: int
+    total_memory: int
+    driver_version: int
+
+    @property
+    def driver_version_str(self) -> str:
+        return f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}"
+
+    @property
+    def is_hopper(self) -> bool:
+        return self.compute_capability == (9, 0)
+
+
+class Context:
+    """The primary context of one device, retained once per process and made current."""
+
+    def __init__(self, ordinal: int = 0):
+        try:
+            call(cu.cuInit, 0)
+            count = call(cu.cuDeviceGetCount)
+        except CudaError as exc:
+            raise NoGpuError(f"no usable CUDA device: {exc}") from None
+        if count == 0:
+            raise NoGpuError("the CUDA driver found no device")
+        if ordinal >= count:
+            raise NoGpuError(f"device {ordinal} requested, the driver sees {count}")
+        self.ordinal = ordinal
+        self.device = call(cu.cuDeviceGet, ordinal)
+        self.handle = call(cu.cuDevicePrimaryCtxRetain, self.device)
+        call(cu.cuCtxSetCurrent, self.handle)
+        self._release = weakref.finalize(self, _release_primary, self.device)
+
+    def make_current(self) -> None:
+        call(cu.cuCtxSetCurrent, self.handle)
+
+    @functools.cached_property
+    def properties(self) -> DeviceProperties:
+        a = cu.CUdevice_attribute
+
+        def attr(x):
+            return int(call(cu.cuDeviceGetAttribute, x, self.device))
+
+        name = call(cu.cuDeviceGetName, 256, self.device)
+        return DeviceProperties(
+            ordinal=self.ordinal,
+            name=name.split(b"\0", 1)[0].decode(),
+            compute_capability=(attr(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                                attr(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+            sm_count=attr(a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            l2_bytes=attr(a.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+            smem_per_block=attr(a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK),
+            smem_per_block_optin=attr(a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+            smem_per_sm=attr(a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+            clock_khz=attr(a.CU_DEVICE_ATTRIBUTE_CLOCK_RATE),
+            memory_clock_khz=attr(a.CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+            memory_bus_bits=attr(a.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+            total_memory=int(call(cu.cuDeviceTotalMem, self.device)),
+            driver_version=int(call(cu.cuDriverGetVersion)),
+        )
+
+
+def _release_primary(device) -> None:
+    try:
+        cu.cuDevicePrimaryCtxRelease(device)
+    except Exception:  # finalizers never raise
+        pass
+
+
+_context: Context | None = None
+
+
+def context() -> Context:
+    """The current primary context of device 0 (created once). Raises NoGpuError without a usable GPU."""
+    global _context
+    with _lock:
+        if _context is None:
+            _context = Context(0)
+        else:
+            _context.make_current()
+        return _context
+
+
+def device_properties() -> DeviceProperties:
+    return context().properties
+
+
+def require_hopper() -> DeviceProperties:
+    """Raise NoGpuError unless device 0 is compute capability 9.0 (TMA with sm_90a kernels)."""
+    props = device_properties()
+    if not props.is_hopper:
+        major, minor = props.compute_capability
+        raise NoGpuError(f"{props.name} is sm_{major}{minor}; drvtma's kernels are built for Hopper (sm_90a)")
+    return props
+
+
+def synchronize() -> None:
+    context()
+    call(cu.cuCtxSynchronize)
+
+
+def _free_device(ptr: int) -> None:
+    try:
+        cu.cuMemFree(ptr)
+    except Exception:
+        pass
+
+
+class DeviceBuffer:
+    """Device memory owned by this object; freed by close(), a with-block, or the garbage collector."""
+
+    def __init__(self, nbytes: int):
+        if nbytes <= 0:
+            raise ValueError(f"DeviceBuffer size must be positive, got {nbytes}")
+        context()
+        self.nbytes = int(nbytes)
+        self.ptr = int(call(cu.cuMemAlloc, self.nbytes))
+        self._free = weakref.finalize(self, _free_device, self.ptr)
+
+    @classmethod
+    def from_array(cls, arr: np.ndarray) -> DeviceBuffer:
+        arr = np.ascontiguousarray(arr)
+        buf = cls(max(arr.nbytes, 1))
+        buf.upload(arr)
+        return buf
+
+    def _check_range(self, offset: int, nbytes: int, what: str) -> None:
+        if offset < 0 or offset + nbytes > self.nbytes:
+            raise ValueError(f"{what} of {nbytes} B at offset {offset} exceeds the {self.nbytes} B buffer")
+
+    def upload(self, arr: np.ndarray, offset: int = 0) -> None:
+        arr = np.ascontiguousarray(arr)
+        self._check_range(offset, arr.nbytes, "upload")
+        call(cu.cuMemcpyHtoD, self.ptr + offset, arr.ctypes.data, arr.nbytes)
+
+    def download(self, dtype=np.uint8, shape=None, offset: int = 0) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        if shape is None:
+            shape = ((self.nbytes - offset) // dtype.itemsize,)
+        out = np.empty(shape, dtype=dtype)
+        self._check_range(offset, out.nbytes, "download")
+        call(cu.cuMemcpyDtoH, out.ctypes.data, self.ptr + offset, out.nbytes)
+        return out
+
+    def fill_u8(self, byte: int) -> None:
+        """Poison every byte with one value."""
+        call(cu.cuMemsetD8, self.ptr, int(byte) & 0xFF, self.nbytes)
+
+    def fill_u32(self, word: int) -> None:
+        """Poison with a 32-bit pattern (the size must be a multiple of 4)."""
+        if self.nbytes % 4:
+            raise ValueError(f"fill_u32 needs a size that is a multiple of 4, got {self.nbytes}")
+        call(cu.cuMemsetD32, self.ptr, int(word) & 0xFFFFFFFF, self.nbytes // 4)
+
+    def close(self) -> None:
+        self._free()
+
+    @property
+    def closed(self) -> bool:
+        return not self._free.alive
+
+    def __enter__(self) -> DeviceBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B{', closed' if self.closed else ''})"
+
+
+def _destroy(fn, handle) -> None:
+    try:
+        fn(handle)
+    except Exception:
+        pass
+
+
+class Stream:
+    """A non-blocking stream owned by this object."""
+
+    def __init__(self):
+        context()
+        self.handle = call(cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self._destroy = weakref.finalize(self, _destroy, cu.cuStreamDestroy, self.handle)
+
+    def synchronize(self) -> None:
+        call(cu.cuStreamSynchronize, self.handle)
+
+    def close(self) -> None:
+        self._destroy()
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Event:
+    """A timing event owned by this object."""
+
+    def __init__(self):
+        context()
+        self.handle = call(cu.cuEventCreate, cu.CUevent_flags.CU_EVENT_DEFAULT)
+        self._destroy = weakref.finalize(self, _destroy, cu.cuEventDestroy, self.handle)
+
+    def record(self, stream: Stream | None = None) -> None:
+        call(cu.cuEventRecord, self.handle, stream.handle if stream is not None else 0)
+
+    def synchronize(self) -> None:
+        call(cu.cuEventSynchronize, self.handle)
+
+    def close(self) -> None:
+        self._destroy()
+
+    def __enter__(self) -> Event:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def elapsed_ms(start: Event, end: Event) -> float:
+    """Milliseconds between two recorded events (waits for the end event)."""
+    end.synchronize()
+    return float(call(cu.cuEventElapsedTime, start.handle, end.handle))
+
+
+def versions() -> dict[str, str]:
+    """cuda-bindings, NVRTC and (when a driver is present) the driver version, for reports."""
+    from importlib import metadata
+
+    from cuda.bindings import nvrtc
+
+    out = {}
+    for dist in ("cuda-bindings", "cuda-python", "numpy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not installed"
+    try:
+        _, major, minor = nvrtc.nvrtcVersion()
+        out["nvrtc"] = f"{major}.{minor}"
+    except Exception as exc:  # noqa: BLE001 - report whatever is wrong
+        out["nvrtc"] = f"unavailable ({exc})"
+    try:
+        v = int(call(cu.cuDriverGetVersion))
+        out["driver (CUDA API)"] = f"{v // 1000}.{v % 1000 // 10}"
+    except (NoGpuError, CudaError) as exc:
+        out["driver (CUDA API)"] = f"unavailable ({exc})"
+    return out

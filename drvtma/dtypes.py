@@ -1,0 +1,102 @@
+"""The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers.
+
+NumPy has no bfloat16, tfloat32 or fp8: those travel as raw bits (uint16 / uint32 / uint8 views), which is all
+TMA needs since a tiled load copies bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
+# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen on the H200 (tma-facts §1); the other float types are
+# predicted from the same 16-bit repetition and pinned by tests/test_probe_gpu.py.
+NAN_FILL_HALFWORD = 0x7FF7
+
+
+@dataclass(frozen=True)
+class TmaDtype:
+    """One CUtensorMapDataType: its enum value, size, NumPy carrier and whether NaN fill is allowed."""
+
+    name: str
+    enum: int
+    itemsize: int
+    numpy: np.dtype
+    is_float: bool
+    raw_bits: bool = False  # True when `numpy` only carries the bits (bf16, tf32)
+    nan_fill_seen: bool = False  # NaN fill pattern observed on hardware (else predicted)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def nan_fill_bytes(self) -> bytes:
+        """The bytes one NaN-filled element holds (little-endian); only floating types have one."""
+        if not self.is_float:
+            raise ValueError(f"{self.name} is not a floating type: it has no NaN fill")
+        return NAN_FILL_HALFWORD.to_bytes(2, "little") * (self.itemsize // 2)
+
+
+def _d(name, enum, itemsize, numpy, is_float, raw_bits=False, nan_fill_seen=False) -> TmaDtype:
+    return TmaDtype(name, enum, itemsize, np.dtype(numpy), is_float, raw_bits, nan_fill_seen)
+
+
+UINT8 = _d("uint8", 0, 1, np.uint8, False)
+UINT16 = _d("uint16", 1, 2, np.uint16, False)
+UINT32 = _d("uint32", 2, 4, np.uint32, False)
+INT32 = _d("int32", 3, 4, np.int32, False)
+UINT64 = _d("uint64", 4, 8, np.uint64, False)
+INT64 = _d("int64", 5, 8, np.int64, False)
+FLOAT16 = _d("float16", 6, 2, np.float16, True, nan_fill_seen=True)
+FLOAT32 = _d("float32", 7, 4, np.float32, True, nan_fill_seen=True)
+FLOAT64 = _d("float64", 8, 8, np.float64, True)
+BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True, raw_bits=True, nan_fill_seen=True)
+FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)
+TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, raw_bits=True)
+TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, raw_bits=True)
+
+ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, FLOAT64,
+                                    BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
+FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
+
+# Enum values the driver headers define but a Hopper refuses (packed 4/6-bit types, Blackwell only) [seen].
+SM100_ONLY_DTYPE_ENUMS = {13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+# Names users reach for that have no tensor-map type of their own: the bits travel unchanged.
+_ALIASES = {
+    "int8": UINT8, "bool": UINT8, "float8_e4m3": UINT8, "float8_e5m2": UINT8, "fp8": UINT8, "e4m3": UINT8,
+    "e5m2": UINT8, "int16": UINT16, "bf16": BFLOAT16, "fp16": FLOAT16, "half": FLOAT16, "f16": FLOAT16,
+    "fp32": FLOAT32, "f32": FLOAT32, "float": FLOAT32, "fp64": FLOAT64, "f64": FLOAT64, "double": FLOAT64,
+    "tf32": TFLOAT32, "u8": UINT8, "u16": UINT16, "u32": UINT32, "u64": UINT64, "i32": INT32, "i64": INT64,
+}
+_BY_ENUM = {d.enum: d for d in ALL_DTYPES}
+_BY_NUMPY = {np.dtype(np.uint8): UINT8, np.dtype(np.int8): UINT8, np.dtype(np.bool_): UINT8,
+             np.dtype(np.uint16): UINT16, np.dtype(np.int16): UINT16, np.dtype(np.uint32): UINT32,
+             np.dtype(np.int32): INT32, np.dtype(np.uint64): UINT64, np.dtype(np.int64): INT64,
+             np.dtype(np.float16): FLOAT16, np.dtype(np.float32): FLOAT32, np.dtype(np.float64): FLOAT64}
+
+
+def tma_dtype(value) -> TmaDtype:
+    """A TmaDtype from a TmaDtype, a name ("bf16", "float32"), a NumPy dtype/type, or an enum value 0..12."""
+    if isinstance(value, TmaDtype):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if int(value) in _BY_ENUM:
+            return _BY_ENUM[int(value)]
+        raise ValueError(f"tensor-map data type {int(value)} is not one of sm_90's 0..12")
+    if isinstance(value, str):
+        key = value.lower().removeprefix("cu_tensor_map_data_type_")
+        if key in _BY_NAME:
+            return _BY_NAME[key]
+        if key in _ALIASES:
+            return _ALIASES[key]
+    try:
+        np_dtype = np.dtype(value)
+    except TypeError:
+        np_dtype = None
+    if np_dtype is not None and np_dtype.newbyteorder("=") in _BY_NUMPY and np_dtype.isnative:
+        return _BY_NUMPY[np_dtype.newbyteorder("=")]
+    names = ", ".join(d.name for d in ALL_DTYPES)
+    raise ValueError(f"no tensor-map data type for {value!r}; sm_90 takes {names} (fp8 travels as uint8)")

@@ -1,0 +1,247 @@
+"""Load cubins with the library API and launch kernels with typed, checked arguments."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import compiler
+from .driver import DeviceBuffer, Stream, call, context, cu
+from .errors import CudaError, LaunchError
+
+_STATIC_SMEM_LIMIT = 48 * 1024  # above this, dynamic shared memory needs the opt-in attribute
+
+
+def _dim3(value, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        dims = (value,)
+    elif isinstance(value, (tuple, list)):
+        dims = tuple(value)
+    else:
+        raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
+        raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Grid, block, dynamic shared memory, stream and cluster shape of one launch, normalised and checked."""
+
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+    cluster: tuple[int, int, int] | None = None
+
+    @classmethod
+    def make(cls, grid, block, shared_mem=0, cluster=None) -> LaunchConfig:
+        g, b = _dim3(grid, "grid"), _dim3(block, "block")
+        if b[0] * b[1] * b[2] > 1024:
+            raise LaunchError(f"block {b} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
+        if g[1] > 65535 or g[2] > 65535 or g[0] > 2**31 - 1:
+            raise LaunchError(f"grid {g} exceeds (2^31-1, 65535, 65535)")
+        if shared_mem < 0:
+            raise LaunchError(f"shared_mem must be >= 0, got {shared_mem}")
+        c = None if cluster is None else _dim3(cluster, "cluster")
+        if c is not None and any(gi % ci for gi, ci in zip(g, c)):
+            raise LaunchError(f"grid {g} is not a multiple of cluster {c}")
+        return cls(g, b, int(shared_mem), c)
+
+
+class Module:
+    """A loaded cubin (cuLibraryLoadData). Kernels taken from it keep it alive."""
+
+    def __init__(self, cubin: bytes, name: str = "<cubin>"):
+        context()
+        self.name = name
+        self.cubin = cubin
+        self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
+        self._unload = weakref.finalize(self, _unload_library, self.handle)
+        self._kernels: dict[str, Kernel] = {}
+
+    @classmethod
+    def load(cls, source, *, options=(), defines=None, name=None) -> Module:
+        cubin = compiler.compile_cubin(source, name=name, options=options, defines=defines)
+        return cls(cubin, name=str(name or source if not isinstance(source, bytes) else "<source>")[:80])
+
+    def kernel(self, name: str) -> Kernel:
+        if name not in self._kernels:
+            try:
+                handle = call(cu.cuLibraryGetKernel, self.handle, name.encode())
+            except CudaError as exc:
+                raise LaunchError(f"kernel {name!r} not found in {self.name} ({exc.name}); "
+                                  "is it declared extern \"C\"?") from None
+            self._kernels[name] = Kernel(self, name, handle)
+        return self._kernels[name]
+
+    def close(self) -> None:
+        self._kernels.clear()
+        self._unload()
+
+    def __enter__(self) -> Module:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _unload_library(handle) -> None:
+    try:
+        cu.cuLibraryUnload(handle)
+    except Exception:
+        pass
+
+
+_modules: dict[tuple, Module] = {}
+_modules_lock = threading.Lock()
+
+
+def load_module(source, *, options=(), defines=None) -> Module:
+    """Module.load, cached per process by source and build settings."""
+    key = (str(source), tuple(options), tuple(sorted((defines or {}).items())))
+    with _modules_lock:
+        mod = _modules.get(key)
+        if mod is None or not mod._unload.alive:
+            mod = _modules[key] = Module.load(source, options=options, defines=defines)
+        return mod
+
+
+_INT_FORMATS = {1: ("<b", "<B"), 2: ("<h", "<H"), 4: ("<i", "<I"), 8: ("<q", "<Q")}
+_FLOAT_FORMATS = {4: "<f", 8: "<d"}
+
+
+class ArgPacker:
+    """Packs launch arguments into one 128-byte-aligned image laid out as a kernel's parameter space.
+
+    `params` is [(offset, size)] from cuKernelGetParamInfo. Needs no GPU, so its checks are tested on the CPU.
+    """
+
+    def __init__(self, kernel_name: str, params: list[tuple[int, int]]):
+        self.kernel_name, self.params = kernel_name, list(params)
+        size = max((o + s for o, s in self.params), default=0)
+        self._raw = np.zeros(size + 128, dtype=np.uint8)
+        base = (-self._raw.ctypes.data) % 128
+        self.image = self._raw[base:base + size]
+        self._image_addr = self.image.ctypes.data
+        self._view = memoryview(self.image).cast("B")
+        self._pointers = np.array([self._image_addr + o for o, _ in self.params], dtype=np.uint64)
+        self.pointers_address = self._pointers.ctypes.data
+
+    def pack(self, args) -> int:
+        """Write args into the image; return the address of the argument-pointer array (kernelParams)."""
+        if len(args) != len(self.params):
+            raise LaunchError(f"{self.kernel_name} takes {len(self.params)} argument(s) "
+                              f"(sizes {[s for _, s in self.params]}), got {len(args)}")
+        view = self._view
+        for i, (arg, (offset, size)) in enumerate(zip(args, self.params)):
+            self._pack_one(view, i, arg, offset, size)
+        return self.pointers_address
+
+    def _pack_one(self, view, i: int, arg, offset: int, size: int) -> None:
+        if isinstance(arg, DeviceBuffer):
+            if size != 8:
+                raise self._mismatch(i, size, "a device pointer (8 bytes)")
+            struct.pack_into("<Q", view, offset, arg.ptr)
+        elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
+            fmt = _INT_FORMATS.get(size)
+            if fmt is None:
+                raise self._mismatch(i, size, "an int")
+            value = int(arg)
+            if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
+                raise LaunchError(f"{self.kernel_name}: argument {i} = {value} does not fit its {size}-byte "
+                                  "parameter")
+            struct.pack_into(fmt[0] if value < 0 else fmt[1], view, offset, value)
+        elif isinstance(arg, float):
+            fmt = _FLOAT_FORMATS.get(size)
+            if fmt is None:
+                raise self._mismatch(i, size, "a float")
+            struct.pack_into(fmt, view, offset, arg)
+        elif isinstance(arg, np.generic):
+            if arg.dtype.itemsize != size:
+                raise self._mismatch(i, size, f"numpy {arg.dtype} ({arg.dtype.itemsize} bytes)")
+            view[offset:offset + size] = arg.tobytes()
+        elif hasattr(arg, "__drvtma_param__"):
+            address, nbytes = arg.__drvtma_param__()
+            if nbytes != size:
+                raise self._mismatch(i, size, f"{type(arg).__name__} ({nbytes} bytes)")
+            ctypes.memmove(self._image_addr + offset, address, size)
+        else:
+            raise LaunchError(f"{self.kernel_name}: argument {i} has unsupported type {type(arg).__name__}; pass "
+                              "an int, float, numpy scalar, DeviceBuffer or TensorMap")
+
+    def _mismatch(self, i: int, size: int, got: str) -> LaunchError:
+        return LaunchError(f"{self.kernel_name}: argument {i} is a {size}-byte parameter in the kernel, got {got}")
+
+
+class Kernel:
+    """One kernel of a Module: its parameter layout and a checked launch."""
+
+    def __init__(self, module: Module, name: str, handle):
+        self.module, self.name, self.handle = module, name, handle
+        self.params = self._param_info()
+        self.packer = ArgPacker(name, self.params)
+        self._function = call(cu.cuKernelGetFunction, handle)
+        self._smem_optin = _STATIC_SMEM_LIMIT
+        self._configs: dict[tuple, tuple] = {}
+
+    def _param_info(self) -> list[tuple[int, int]]:
+        params = []
+        while True:
+            result = cu.cuKernelGetParamInfo(self.handle, len(params))
+            if result[0] != cu.CUresult.CUDA_SUCCESS:
+                return params
+            params.append((int(result[1]), int(result[2])))
+
+    @property
+    def function(self):
+        """The CUfunction for the current context (for a bare cuLaunchKernel)."""
+        return self._function
+
+    def _ensure_smem(self, nbytes: int) -> None:
+        if nbytes <= self._smem_optin:
+            return
+        limit = context().properties.smem_per_block_optin
+        if nbytes > limit:
+            raise LaunchError(f"{self.name}: {nbytes} B of dynamic shared memory exceeds the device's "
+                              f"{limit} B per block")
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        call(cu.cuKernelSetAttribute, attr, nbytes, self.handle, context().device)
+        self._smem_optin = nbytes
+
+    def _launch_config(self, cfg: LaunchConfig, stream: Stream | None):
+        """A CUlaunchConfig per (config, stream), built once: filling one costs more than the launch."""
+        key = (cfg, id(stream))
+        cached = self._configs.get(key)
+        if cached is not None:
+            return cached[0]
+        lc = cu.CUlaunchConfig()
+        lc.gridDimX, lc.gridDimY, lc.gridDimZ = cfg.grid
+        lc.blockDimX, lc.blockDimY, lc.blockDimZ = cfg.block
+        lc.sharedMemBytes = cfg.shared_mem
+        lc.hStream = stream.handle if stream is not None else 0
+        attrs = []
+        if cfg.cluster is not None:
+            attr = cu.CUlaunchAttribute()
+            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cfg.cluster
+            attrs.append(attr)
+        lc.attrs, lc.numAttrs = attrs, len(attrs)
+        if len(self._configs) > 64:
+            self._configs.clear()
+        self._configs[key] = (lc, stream)  # holding the stream keeps id(stream) from being reused
+        return lc
+
+    def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:
+        """Launch asynchronously on `stream` (default: the legacy stream). Raises before the driver on bad input."""
+        cfg = LaunchConfig.make(grid, block, shared_mem, cluster)
+        self._ensure_smem(cfg.shared_mem)
+        params = self.packer.pack(args)
+        call(cu.cuLaunchKernelEx, self._launch_config(cfg, stream), self._function, params, 0)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r}, params={self.params})"

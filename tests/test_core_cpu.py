@@ -1,0 +1,202 @@
+"""Core checks that need no GPU: compile, cache, SASS, argument packing, errors, the command line."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from drvtma import compiler, sass
+from drvtma.errors import CudaError, LaunchError, NvrtcError
+from drvtma.kernel import ArgPacker, LaunchConfig
+
+CU_FILES = sorted(p.name for p in compiler.cu_dir().glob("*.cu"))
+
+
+@pytest.fixture()
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DRVTMA_CACHE_DIR", str(tmp_path / "cache"))
+    compiler.clear_memory_cache()
+    yield tmp_path / "cache"
+    compiler.clear_memory_cache()
+
+
+def test_cu_dir_ships_headers():
+    assert (compiler.include_dir() / "drvtma" / "tma.cuh").is_file()
+    assert CU_FILES, "no kernels found under cu/"
+
+
+@pytest.mark.parametrize("name", CU_FILES)
+def test_every_kernel_file_compiles_for_sm90a(name):
+    cubin = compiler.compile_cubin(name)
+    assert cubin[:4] == b"\x7fELF"
+    assert sass.functions(cubin), f"{name} has no kernels"
+
+
+def test_core_sass_shows_the_claimed_instructions():
+    cubin = compiler.compile_cubin("core_roundtrip.cu")
+    tma = sass.instructions(cubin, "tma_box_and_bulk")
+    assert "UTMALDG.2D" in tma and "UBLKCP.S.G" in tma
+    assert sass.has_opcode(tma, "SYNCS.PHASECHK.TRANS64.TRYWAIT") and "SYNCS.ARRIVE.TRANS64" in tma
+    plain = sass.instructions(cubin, "scale_add")
+    assert not any(op.startswith(("UTMA", "UBLK", "SYNCS")) for op in plain)
+
+
+SRC = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] = %d; }\n'
+
+
+def test_cache_miss_then_disk_hit_then_memory_hit(fresh_cache):
+    a = compiler.compile_cubin(SRC % 1, name="k.cu")
+    entries = list(fresh_cache.glob("*.cubin"))
+    assert len(entries) == 1
+    compiler.clear_memory_cache()
+    entries[0].write_bytes(b"\x7fELF-from-disk")  # prove the second call reads the disk entry
+    assert compiler.compile_cubin(SRC % 1, name="k.cu") == b"\x7fELF-from-disk"
+    entries[0].unlink()
+    assert compiler.compile_cubin(SRC % 1, name="k.cu") == b"\x7fELF-from-disk"  # memory layer in front
+    assert a[:4] == b"\x7fELF"
+
+
+def test_cache_key_covers_source_options_defines_and_arch(fresh_cache):
+    base = compiler.compile_cubin(SRC % 1, name="k.cu")
+    variants = [compiler.compile_cubin(SRC % 2, name="k.cu"),
+                compiler.compile_cubin(SRC % 1, name="k.cu", options=("-lineinfo",)),
+                compiler.compile_cubin(SRC % 1, name="k.cu", defines={"X": 3}),
+                compiler.compile_cubin(SRC % 1, name="k.cu", arch="sm_90")]
+    assert len(list(fresh_cache.glob("*.cubin"))) == 5
+    assert all(v[:4] == b"\x7fELF" for v in variants) and base[:4] == b"\x7fELF"
+
+
+def test_header_change_invalidates_the_cache(fresh_cache, tmp_path, monkeypatch):
+    cu = tmp_path / "cu"
+    (cu / "include" / "drvtma").mkdir(parents=True)
+    header = cu / "include" / "drvtma" / "value.cuh"
+    header.write_text("#define VALUE 1\n")
+    (cu / "k.cu").write_text('#include <drvtma/value.cuh>\nextern "C" __global__ void k(int* p) { *p = VALUE; }\n')
+    monkeypatch.setenv("DRVTMA_CU_DIR", str(cu))
+    first = compiler.compile_cubin("k.cu")
+    header.write_text("#define VALUE 2\n")
+    second = compiler.compile_cubin("k.cu")
+    assert first != second
+    assert len(list(fresh_cache.glob("*.cubin"))) == 2
+
+
+def test_no_cache_switch_writes_nothing(fresh_cache, monkeypatch):
+    monkeypatch.setenv("DRVTMA_NO_CACHE", "1")
+    compiler.compile_cubin(SRC % 7, name="k.cu")
+    assert not fresh_cache.exists() or not list(fresh_cache.glob("*.cubin"))
+
+
+def test_compile_error_carries_log_options_and_source_lines(fresh_cache):
+    src = 'extern "C" __global__ void k(int* p) {\n  int x = 1;\n  p[0] = undefined_name;\n}\n'
+    with pytest.raises(NvrtcError) as info:
+        compiler.compile_cubin(src, name="broken.cu", defines={"FOO": 1})
+    err = info.value
+    text = str(err)
+    assert "undefined_name" in err.log and "-DFOO=1" in err.options and "-arch=sm_90a" in err.options
+    assert ">    3 |   p[0] = undefined_name;" in text and "broken.cu:3" in text
+
+
+def test_sass_reports_missing_kernel():
+    cubin = compiler.compile_cubin(SRC % 1, name="k.cu")
+    with pytest.raises(KeyError, match="not in cubin"):
+        sass.instructions(cubin, "nope")
+
+
+# ---- argument packing (the parameter layout is what cuKernelGetParamInfo returns for echo_args)
+ECHO_PARAMS = [(0, 128), (128, 4), (136, 8), (144, 1), (152, 8), (160, 4), (164, 2), (168, 8)]
+
+
+class FakeMap:
+    def __init__(self, data: bytes):
+        self.buf = np.frombuffer(data, dtype=np.uint8).copy()
+
+    def __drvtma_param__(self):
+        return self.buf.ctypes.data, self.buf.nbytes
+
+
+def test_packer_lays_out_every_argument_at_its_offset():
+    p = ArgPacker("echo_args", ECHO_PARAMS)
+    blob = bytes(range(128))
+    addr = p.pack((FakeMap(blob), -5, 2.5, np.int8(-3), 2**64 - 1, np.float32(1.5), -7, 0xDEAD00))
+    img = p.image.tobytes()
+    assert img[:128] == blob
+    assert int.from_bytes(img[128:132], "little", signed=True) == -5
+    assert np.frombuffer(img[136:144], np.float64)[0] == 2.5
+    assert np.frombuffer(img[144:145], np.int8)[0] == -3
+    assert int.from_bytes(img[152:160], "little") == 2**64 - 1
+    assert np.frombuffer(img[160:164], np.float32)[0] == 1.5
+    assert int.from_bytes(img[164:166], "little", signed=True) == -7
+    assert int.from_bytes(img[168:176], "little") == 0xDEAD00
+    ptrs = np.frombuffer((np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint64 * 8).from_address(addr))), np.uint64)
+    assert [int(x) - p.image.ctypes.data for x in ptrs] == [o for o, _ in ECHO_PARAMS]
+    assert p.image.ctypes.data % 128 == 0
+
+
+@pytest.mark.parametrize("args, match", [
+    ((1, 2), "takes 8 argument"),
+    ((FakeMap(bytes(64)), 1, 1.0, 1, 1, 1.0, 1, 1), "argument 0 is a 128-byte parameter.*64 bytes"),
+    ((FakeMap(bytes(128)), 2**32, 1.0, 1, 1, 1.0, 1, 1), "argument 1 = 4294967296 does not fit"),
+    ((FakeMap(bytes(128)), 1, np.float32(1), 1, 1, 1.0, 1, 1), "argument 2 is a 8-byte.*float32"),
+    ((FakeMap(bytes(128)), 1, 1.0, 300, 1, 1.0, 1, 1), "argument 3 = 300 does not fit"),
+    ((FakeMap(bytes(128)), 1, 1.0, 1, 1, 1.0, 70000, 1), "argument 6 = 70000 does not fit"),
+    ((FakeMap(bytes(128)), 1, 1.0, 1, 1, 1.0, 1, "x"), "argument 7 has unsupported type str"),
+    ((FakeMap(bytes(128)), 1, 1.0, 1, 1, 1.0, 1.5, 1), "argument 6 is a 2-byte parameter.*a float"),
+])
+def test_packer_refuses_wrong_arguments_naming_them(args, match):
+    with pytest.raises(LaunchError, match=match):
+        ArgPacker("echo_args", ECHO_PARAMS).pack(args)
+
+
+@pytest.mark.parametrize("grid, block, match", [
+    (0, 32, "grid must be"), ((1, 2, 3, 4), 32, "grid must be"), (1, (32, 33), "1056 threads"),
+    ((1, 70000), 32, "exceeds"), (1, 2.0, "block must be"),
+])
+def test_launch_config_refuses_bad_shapes(grid, block, match):
+    with pytest.raises(LaunchError, match=match):
+        LaunchConfig.make(grid, block)
+
+
+def test_launch_config_normalises_and_checks_clusters():
+    assert LaunchConfig.make(4, (128, 2)).block == (128, 2, 1)
+    with pytest.raises(LaunchError, match="not a multiple of cluster"):
+        LaunchConfig.make(3, 32, cluster=2)
+
+
+def test_cuda_error_names_call_error_and_description():
+    e = CudaError("cuModuleLoadData", 200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid")
+    assert str(e) == "cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)"
+
+
+def _run_cli(*args, env=None):
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "drvtma", *args], capture_output=True, text=True, cwd=root,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def test_cli_compile_lists_tma_instructions():
+    out = _run_cli("compile", "core_roundtrip.cu")
+    assert out.returncode == 0, out.stderr
+    assert "tma_box_and_bulk" in out.stdout and "UTMALDG.2D" in out.stdout
+
+
+def test_cli_unknown_command_is_refused():
+    out = _run_cli("frobnicate")
+    assert out.returncode == 2 and "unknown command" in out.stderr
+
+
+def test_cli_without_gpu_fails_with_one_sentence():
+    from drvtma import NoGpuError, context
+
+    try:
+        context()
+    except NoGpuError:
+        pass
+    else:
+        pytest.skip("a GPU is present: the no-GPU path cannot be shown here")
+    out = _run_cli("info")
+    assert out.returncode == 3
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    assert "needs an NVIDIA Hopper GPU" in out.stderr

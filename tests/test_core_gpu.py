@@ -1,0 +1,146 @@
+"""Core checks on the GPU: real kernels, real arguments, real errors."""
+
+import numpy as np
+import pytest
+
+from drvtma import BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer, load_module
+from drvtma.driver import call, cu
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def core(ctx):
+    return load_module("core_roundtrip.cu")
+
+
+def test_scale_add_round_trip_on_poisoned_output(core):
+    rng = np.random.default_rng()
+    n = 1_000_003
+    x = rng.standard_normal(n).astype(np.float32)
+    with DeviceBuffer.from_array(x) as src, DeviceBuffer(4 * n) as dst:
+        dst.fill_u32(0x7FBADBAD)
+        core.kernel("scale_add").launch(src, dst, n, 1.5, -0.25, grid=264, block=256)
+        got = dst.download(np.float32, (n,))
+    np.testing.assert_array_equal(got, x * np.float32(1.5) + np.float32(-0.25))
+
+
+def test_param_layout_is_read_from_the_driver(core):
+    assert core.kernel("echo_args").params == [(0, 128), (128, 4), (136, 8), (144, 1), (152, 8), (160, 4),
+                                               (164, 2), (168, 8)]
+
+
+class Blob:
+    """128 random bytes passed by value, as a TensorMap is."""
+
+    def __init__(self, rng):
+        self.raw = np.zeros(256, np.uint8)
+        off = (-self.raw.ctypes.data) % 128
+        self.data = self.raw[off:off + 128]
+        self.data[:] = rng.integers(0, 256, 128, dtype=np.uint8)
+
+    def __drvtma_param__(self):
+        return self.data.ctypes.data, 128
+
+
+def test_every_argument_after_a_128_byte_map_arrives_intact(core):
+    rng = np.random.default_rng()
+    blob = Blob(rng)
+    a, b, c, d, e, f = -123456789, float(rng.standard_normal()), -7, int(rng.integers(0, 2**63)) * 2 + 1, \
+        np.float32(rng.standard_normal()), -31000
+    with DeviceBuffer(22 * 8) as out:
+        out.fill_u8(0xA5)
+        core.kernel("echo_args").launch(blob, a, b, np.int8(c), d, e, f, out, grid=1, block=32)
+        got = out.download(np.uint64, (22,))
+    assert got[:16].tobytes() == blob.data.tobytes()
+    assert got[16].astype(np.int64) == a
+    assert got[17].tobytes() == np.float64(b).tobytes()
+    assert got[18].astype(np.int64) == c
+    assert int(got[19]) == d
+    assert int(got[20]) == int(np.frombuffer(e.tobytes(), np.uint32)[0])
+    assert got[21].astype(np.int64) == f
+
+
+def _encode_2d_f32(buf, rows, cols, box_w, box_h):
+    """A bare 2D fp32 map, no validation (the tensor-map module is tested on its own)."""
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
+    tmap = call(cu.cuTensorMapEncodeTiled, cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, buf.ptr,
+                [u64(cols), u64(rows)], [u64(cols * 4)], [u32(box_w), u32(box_h)], [u32(1), u32(1)],
+                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
+                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    blob = np.zeros(256, np.uint8)
+    off = (-blob.ctypes.data) % 128
+    blob[off:off + 128] = np.array(tmap.opaque, dtype=np.uint64).view(np.uint8)
+
+    class Map:
+        def __drvtma_param__(self):
+            return blob.ctypes.data + off, 128
+    return Map()
+
+
+def _run_box_and_bulk(core, expect_tx_delta):
+    rng = np.random.default_rng()
+    rows, cols, box_w, box_h, blocks, bulk_bytes = 40, 256, 32, 8, 8, 2048
+    y0 = int(rng.integers(0, rows - box_h))
+    g = rng.standard_normal((rows, cols)).astype(np.float32)
+    s = rng.standard_normal(blocks * bulk_bytes // 4).astype(np.float32)
+    with DeviceBuffer.from_array(g) as gbuf, DeviceBuffer.from_array(s) as sbuf, \
+            DeviceBuffer(blocks * box_w * box_h * 4) as out_box, DeviceBuffer(s.nbytes) as out_bulk, \
+            StatusBuffer() as status:
+        tmap = _encode_2d_f32(gbuf, rows, cols, box_w, box_h)
+        out_box.fill_u32(0xFFC0FFEE)
+        out_bulk.fill_u32(0xFFC0FFEE)
+        tx = box_w * box_h * 4 + bulk_bytes + expect_tx_delta
+        core.kernel("tma_box_and_bulk").launch(tmap, box_w, y0, sbuf, bulk_bytes, tx, out_box, out_bulk, status,
+                                               grid=blocks, block=128, shared_mem=65536)
+        status.check("tma_box_and_bulk")
+        boxes = out_box.download(np.float32, (blocks, box_h, box_w))
+        bulk = out_bulk.download(np.float32, s.shape)
+    want = np.stack([g[y0:y0 + box_h, b * box_w:(b + 1) * box_w] for b in range(blocks)])
+    np.testing.assert_array_equal(boxes, want)
+    np.testing.assert_array_equal(bulk, s)
+
+
+def test_tensor_box_and_bulk_copy_arrive_bit_exact(core):
+    _run_box_and_bulk(core, 0)
+
+
+def test_expect_tx_too_high_is_a_barrier_timeout_not_a_hang(core):
+    with pytest.raises(BarrierTimeout) as info:
+        _run_box_and_bulk(core, 16)
+    assert info.value.kernel == "tma_box_and_bulk" and info.value.parity == 0 and info.value.where == 1
+    _run_box_and_bulk(core, 0)  # the context is still usable
+
+
+def test_launch_errors_surface_as_cuda_errors(core):
+    k = core.kernel("scale_add")
+    with DeviceBuffer(4096) as buf:
+        with pytest.raises(CudaError, match="cuLaunchKernelEx: CUDA_ERROR"):
+            k.launch(buf, buf, 1, 1.0, 0.0, grid=16, block=32, cluster=16)  # 16 > 8, the portable cluster limit
+        with pytest.raises(LaunchError, match="exceeds the device"):
+            k.launch(buf, buf, 1, 1.0, 0.0, grid=1, block=32, shared_mem=1 << 20)
+        k.launch(buf, buf, 1, 1.0, 0.0, grid=1, block=32)  # still fine afterwards
+    with pytest.raises(CudaError, match="cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY"):
+        DeviceBuffer(1 << 50)
+
+
+def test_garbage_cubin_is_a_cuda_error_naming_the_call(ctx):
+    with pytest.raises(CudaError, match="cuLibraryLoadData: CUDA_ERROR_"):
+        Module(b"\x7fELF" + bytes(200))
+
+
+def test_buffers_and_modules_release_their_handles(ctx):
+    free0, _ = call(cu.cuMemGetInfo)
+    for _ in range(20):
+        with DeviceBuffer(64 << 20):
+            pass
+    buf = DeviceBuffer(64 << 20)
+    buf.close()
+    buf.close()  # idempotent
+    free1, _ = call(cu.cuMemGetInfo)
+    assert free0 - free1 < 64 << 20
+    mod = Module.load("core_roundtrip.cu")
+    mod.close()
+    mod.close()
