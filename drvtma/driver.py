@@ -33,6 +33,12 @@ def _describe(code) -> tuple[str, str]:
     return name, desc
 
 
+def cuda_error(call_name: str, code) -> CudaError:
+    """The CudaError for a failed driver call (for hot paths that check the code themselves)."""
+    name, desc = _describe(code)
+    return CudaError(call_name, int(code), name, desc)
+
+
 def call(fn, *args):
     """Run a cuda-python driver function; return its value(s), or raise CudaError naming the call."""
     if cu is None:
@@ -45,8 +51,7 @@ def call(fn, *args):
         raise
     code, values = result[0], result[1:]
     if code != cu.CUresult.CUDA_SUCCESS:
-        name, desc = _describe(code)
-        raise CudaError(fn.__name__, int(code), name, desc)
+        raise cuda_error(fn.__name__, code)
     if not values:
         return None
     return values[0] if len(values) == 1 else values

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import compiler
-from .driver import DeviceBuffer, Stream, call, context, cu
+from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
 from .errors import CudaError, LaunchError
 
+_SUCCESS = cu.CUresult.CUDA_SUCCESS if cu is not None else 0
 _STATIC_SMEM_LIMIT = 48 * 1024  # above this, dynamic shared memory needs the opt-in attribute
 
 
@@ -137,42 +138,39 @@ class ArgPacker:
         if len(args) != len(self.params):
             raise LaunchError(f"{self.kernel_name} takes {len(self.params)} argument(s) "
                               f"(sizes {[s for _, s in self.params]}), got {len(args)}")
-        view = self._view
-        for i, (arg, (offset, size)) in enumerate(zip(args, self.params)):
-            self._pack_one(view, i, arg, offset, size)
+        view, pack_into = self._view, struct.pack_into
+        for i, arg in enumerate(args):  # one inlined loop: this is the hot path of every launch
+            offset, size = self.params[i]
+            if isinstance(arg, DeviceBuffer):
+                if size != 8:
+                    raise self._mismatch(i, size, "a device pointer (8 bytes)")
+                pack_into("<Q", view, offset, arg.ptr)
+            elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
+                fmt = _INT_FORMATS.get(size)
+                if fmt is None:
+                    raise self._mismatch(i, size, "an int")
+                if not -(1 << (8 * size - 1)) <= arg < (1 << (8 * size)):
+                    raise LaunchError(f"{self.kernel_name}: argument {i} = {arg} does not fit its {size}-byte "
+                                      "parameter")
+                pack_into(fmt[0] if arg < 0 else fmt[1], view, offset, arg)
+            elif isinstance(arg, float):
+                fmt = _FLOAT_FORMATS.get(size)
+                if fmt is None:
+                    raise self._mismatch(i, size, "a float")
+                pack_into(fmt, view, offset, arg)
+            elif isinstance(arg, np.generic):
+                if arg.dtype.itemsize != size:
+                    raise self._mismatch(i, size, f"numpy {arg.dtype} ({arg.dtype.itemsize} bytes)")
+                view[offset:offset + size] = arg.tobytes()
+            elif hasattr(arg, "__drvtma_param__"):
+                address, nbytes = arg.__drvtma_param__()
+                if nbytes != size:
+                    raise self._mismatch(i, size, f"{type(arg).__name__} ({nbytes} bytes)")
+                ctypes.memmove(self._image_addr + offset, address, size)
+            else:
+                raise LaunchError(f"{self.kernel_name}: argument {i} has unsupported type {type(arg).__name__}; "
+                                  "pass an int, float, numpy scalar, DeviceBuffer or TensorMap")
         return self.pointers_address
-
-    def _pack_one(self, view, i: int, arg, offset: int, size: int) -> None:
-        if isinstance(arg, DeviceBuffer):
-            if size != 8:
-                raise self._mismatch(i, size, "a device pointer (8 bytes)")
-            struct.pack_into("<Q", view, offset, arg.ptr)
-        elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
-            fmt = _INT_FORMATS.get(size)
-            if fmt is None:
-                raise self._mismatch(i, size, "an int")
-            value = int(arg)
-            if not -(1 << (8 * size - 1)) <= value < (1 << (8 * size)):
-                raise LaunchError(f"{self.kernel_name}: argument {i} = {value} does not fit its {size}-byte "
-                                  "parameter")
-            struct.pack_into(fmt[0] if value < 0 else fmt[1], view, offset, value)
-        elif isinstance(arg, float):
-            fmt = _FLOAT_FORMATS.get(size)
-            if fmt is None:
-                raise self._mismatch(i, size, "a float")
-            struct.pack_into(fmt, view, offset, arg)
-        elif isinstance(arg, np.generic):
-            if arg.dtype.itemsize != size:
-                raise self._mismatch(i, size, f"numpy {arg.dtype} ({arg.dtype.itemsize} bytes)")
-            view[offset:offset + size] = arg.tobytes()
-        elif hasattr(arg, "__drvtma_param__"):
-            address, nbytes = arg.__drvtma_param__()
-            if nbytes != size:
-                raise self._mismatch(i, size, f"{type(arg).__name__} ({nbytes} bytes)")
-            ctypes.memmove(self._image_addr + offset, address, size)
-        else:
-            raise LaunchError(f"{self.kernel_name}: argument {i} has unsupported type {type(arg).__name__}; pass "
-                              "an int, float, numpy scalar, DeviceBuffer or TensorMap")
 
     def _mismatch(self, i: int, size: int, got: str) -> LaunchError:
         return LaunchError(f"{self.kernel_name}: argument {i} is a {size}-byte parameter in the kernel, got {got}")
@@ -187,7 +185,7 @@ class Kernel:
         self.packer = ArgPacker(name, self.params)
         self._function = call(cu.cuKernelGetFunction, handle)
         self._smem_optin = _STATIC_SMEM_LIMIT
-        self._configs: dict[tuple, tuple] = {}
+        self._configs: dict[tuple, object] = {}
 
     def _param_info(self) -> list[tuple[int, int]]:
         params = []
@@ -213,12 +211,10 @@ class Kernel:
         call(cu.cuKernelSetAttribute, attr, nbytes, self.handle, context().device)
         self._smem_optin = nbytes
 
-    def _launch_config(self, cfg: LaunchConfig, stream: Stream | None):
-        """A CUlaunchConfig per (config, stream), built once: filling one costs more than the launch."""
-        key = (cfg, id(stream))
-        cached = self._configs.get(key)
-        if cached is not None:
-            return cached[0]
+    def _launch_config(self, grid, block, shared_mem, cluster, stream):
+        """Check a launch shape once and build its CUlaunchConfig (filling one costs more than the launch)."""
+        cfg = LaunchConfig.make(grid, block, shared_mem, cluster)
+        self._ensure_smem(cfg.shared_mem)
         lc = cu.CUlaunchConfig()
         lc.gridDimX, lc.gridDimY, lc.gridDimZ = cfg.grid
         lc.blockDimX, lc.blockDimY, lc.blockDimZ = cfg.block
@@ -231,17 +227,25 @@ class Kernel:
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cfg.cluster
             attrs.append(attr)
         lc.attrs, lc.numAttrs = attrs, len(attrs)
-        if len(self._configs) > 64:
-            self._configs.clear()
-        self._configs[key] = (lc, stream)  # holding the stream keeps id(stream) from being reused
         return lc
 
     def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:
         """Launch asynchronously on `stream` (default: the legacy stream). Raises before the driver on bad input."""
-        cfg = LaunchConfig.make(grid, block, shared_mem, cluster)
-        self._ensure_smem(cfg.shared_mem)
+        key = (grid, block, shared_mem, cluster, stream)  # the key holds the stream, so its handle stays valid
+        try:
+            lc = self._configs[key]
+        except (KeyError, TypeError):  # TypeError: a list shape is not hashable; check it every time
+            lc = self._launch_config(grid, block, shared_mem, cluster, stream)
+            try:
+                if len(self._configs) >= 64:
+                    self._configs.clear()
+                self._configs[key] = lc
+            except TypeError:
+                pass
         params = self.packer.pack(args)
-        call(cu.cuLaunchKernelEx, self._launch_config(cfg, stream), self._function, params, 0)
+        code = cu.cuLaunchKernelEx(lc, self._function, params, 0)[0]
+        if code != _SUCCESS:
+            raise cuda_error("cuLaunchKernelEx", code)
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, params={self.params})"

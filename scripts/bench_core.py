@@ -58,8 +58,17 @@ def time_launches(batches: int, per_batch: int) -> dict:
     def raw_launch():  # not even drvtma's result check
         cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params, 0)
 
+    config = cu.CUlaunchConfig()
+    config.gridDimX = config.gridDimY = config.gridDimZ = 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = 32, 1, 1
+    config.sharedMemBytes, config.hStream, config.attrs, config.numAttrs = 0, 0, [], 0
+
+    def raw_launch_ex():  # the call drvtma makes, with a prebuilt config
+        cu.cuLaunchKernelEx(config, fn, params, 0)
+
     results = {}
     for name, launch in (("bare_cuLaunchKernel", raw_launch), ("checked_cuLaunchKernel", bare_launch),
+                         ("bare_cuLaunchKernelEx", raw_launch_ex),
                          ("drvtma_launch", drvtma_launch)):
         samples = []
         for _ in range(batches):
