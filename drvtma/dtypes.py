@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import TensorMapError
+
 # Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
 # fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen on the H200 (tma-facts §1); the other float types are
 # predicted from the same 16-bit repetition and pinned by tests/test_probe_gpu.py.
@@ -68,7 +70,7 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _ALIASES = {
     "int8": UINT8, "bool": UINT8, "float8_e4m3": UINT8, "float8_e5m2": UINT8, "fp8": UINT8, "e4m3": UINT8,
     "e5m2": UINT8, "int16": UINT16, "bf16": BFLOAT16, "fp16": FLOAT16, "half": FLOAT16, "f16": FLOAT16,
-    "fp32": FLOAT32, "f32": FLOAT32, "float": FLOAT32, "fp64": FLOAT64, "f64": FLOAT64, "double": FLOAT64,
+    "fp32": FLOAT32, "f32": FLOAT32, "fp64": FLOAT64, "f64": FLOAT64, "double": FLOAT64,
     "tf32": TFLOAT32, "u8": UINT8, "u16": UINT16, "u32": UINT32, "u64": UINT64, "i32": INT32, "i64": INT64,
 }
 _BY_ENUM = {d.enum: d for d in ALL_DTYPES}
@@ -85,7 +87,11 @@ def tma_dtype(value) -> TmaDtype:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         if int(value) in _BY_ENUM:
             return _BY_ENUM[int(value)]
-        raise ValueError(f"tensor-map data type {int(value)} is not one of sm_90's 0..12")
+        if int(value) in SM100_ONLY_DTYPE_ENUMS:
+            raise TensorMapError("sm100_only", "dtype", int(value), "use one of the 13 sm_90 types (0..12)",
+                                 f"{SM100_ONLY_DTYPE_ENUMS[int(value)]} exists only on Blackwell (sm_100)")
+        raise TensorMapError("enum", "dtype", int(value), "use a tensor-map data type 0..12",
+                             f"{int(value)} is not a tensor-map data type")
     if isinstance(value, str):
         key = value.lower().removeprefix("cu_tensor_map_data_type_")
         if key in _BY_NAME:
@@ -99,4 +105,5 @@ def tma_dtype(value) -> TmaDtype:
     if np_dtype is not None and np_dtype.newbyteorder("=") in _BY_NUMPY and np_dtype.isnative:
         return _BY_NUMPY[np_dtype.newbyteorder("=")]
     names = ", ".join(d.name for d in ALL_DTYPES)
-    raise ValueError(f"no tensor-map data type for {value!r}; sm_90 takes {names} (fp8 travels as uint8)")
+    raise TensorMapError("enum", "dtype", value, f"use one of {names} (fp8 travels as uint8)",
+                         "no tensor-map data type has this name")

@@ -1,0 +1,46 @@
+// Load probe: each CTA loads one box of `map` at its own coordinates into poisoned shared memory and writes the
+// raw shared-memory image back, so the host can compare every byte (written or not) with drvtma/oracle.py.
+// Rank, coordinates, base offset, image size and expect_tx are runtime values: one cubin serves every spec.
+#include <drvtma/tma.cuh>
+
+// The image starts at a 1024-byte aligned shared address, so the swizzle phase (period up to 1024 B) of the
+// destination is exactly `box_offset`, whatever the compiler puts before the dynamic region.
+constexpr u32 kImageAlign = 1024;
+
+extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, int rank,
+                                      const int* coords,       // [gridDim.x][5], dim 0 (fastest) first
+                                      u32 box_offset,          // bytes into the image, a multiple of 128
+                                      u32 image_bytes,         // a multiple of 16
+                                      u32 tx_bytes,            // what the oracle says one load delivers
+                                      u32 poison,              // 32-bit pattern for every byte not loaded
+                                      u32* images,             // [gridDim.x][image_bytes / 4]
+                                      DrvtmaStatus* status) {
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ u64 bar;
+
+    const u32 pad = (kImageAlign - (smem_u32(smem_raw) & (kImageAlign - 1))) & (kImageAlign - 1);
+    u32* image = reinterpret_cast<u32*>(smem_raw + pad);
+    const u32 words = image_bytes / 4;
+
+    for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
+    if (threadIdx.x == 0) {
+        mbar_init(&bar, 1);
+        mbar_fence_init();
+    }
+    // The poison is written by the generic proxy, the box by the async proxy: order them, or a late poison
+    // store could land on top of loaded data.
+    fence_proxy_async_shared();
+    __syncthreads();
+
+    if (threadIdx.x < 32 && elect_one()) {
+        int c[5];
+        const int* mine = coords + 5 * blockIdx.x;
+        for (int k = 0; k < 5; ++k) c[k] = mine[k];
+        mbar_arrive_expect_tx(&bar, tx_bytes);
+        tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, &map, rank, c, &bar);
+    }
+    if (!mbar_wait(&bar, 0, status, 0, 0, blockIdx.x)) return;
+
+    u32* out = images + static_cast<size_t>(blockIdx.x) * words;
+    for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
+}

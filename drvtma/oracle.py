@@ -1,0 +1,174 @@
+"""What TMA writes, computed with NumPy (tma-facts §3): the reference every GPU probe is compared with.
+
+Loads: `load_images` (many boxes of one map at once), `load_image`, `box_values`, `check_load_coordinates`.
+Shared-memory layout helpers (`swizzle_addresses`, `box_row_addresses`) are shared with stores and reductions.
+Global memory is given as raw bytes starting at the map's base address, so any stride pattern is expressible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import TensorMapError
+from .tensormap import Interleave, OobFill, Swizzle, TensorMapSpec
+
+SMEM_DST_ALIGNMENT = 128  # shared destination of a tensor copy [doc]
+# Swizzle: A' = A ^ (((A >> 7) & M) << 4) on the absolute shared address [seen]
+_SWIZZLE_MASK = {Swizzle.NONE: 0, Swizzle.B32: 1, Swizzle.B64: 3, Swizzle.B128: 7}
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+# ---------------------------------------------------------------------------------------------- shared memory
+
+def swizzle_addresses(addresses, swizzle) -> np.ndarray:
+    """Absolute shared addresses after the swizzle: 16-byte chunk bits 4..6 XOR address bits 7..9."""
+    a = np.asarray(addresses, dtype=np.int64)
+    mask = _SWIZZLE_MASK[Swizzle(swizzle)]
+    return a ^ (((a >> 7) & mask) << 4) if mask else a
+
+
+def expect_tx_bytes(spec: TensorMapSpec) -> int:
+    """Bytes a load completes on its mbarrier (the elements, not the padded footprint)."""
+    return spec.expect_tx_bytes
+
+
+def smem_footprint_bytes(spec: TensorMapSpec) -> int:
+    """Shared memory one box spans: rows x row pitch (the pitch padded to the swizzle span)."""
+    return spec.smem_bytes
+
+
+def row_pitch_bytes(spec: TensorMapSpec) -> int:
+    return spec.row_pitch_bytes
+
+
+def image_bytes_for(spec: TensorMapSpec, box_offset: int = 0) -> int:
+    """The smallest 16-byte multiple that holds a box written `box_offset` bytes into an image."""
+    return -(-(box_offset + spec.smem_bytes) // 16) * 16
+
+
+def box_row_addresses(spec: TensorMapSpec, dst_address: int) -> np.ndarray:
+    """(rows, row bytes) absolute shared addresses of every data byte of a box at `dst_address`, swizzle applied.
+
+    Row r holds loaded elements j0 = 0..n0-1 of box row r (rows in C order of the outer axes) at r * pitch;
+    the bytes from the row's end to the pitch (swizzle padding) are never written [seen].
+    """
+    rows = int(np.prod(spec.loaded_counts[:-1], dtype=np.int64))
+    row_bytes = spec.loaded_counts[-1] * spec.itemsize
+    unswizzled = (dst_address + np.arange(rows, dtype=np.int64)[:, None] * spec.row_pitch_bytes
+                  + np.arange(row_bytes, dtype=np.int64)[None, :])
+    return swizzle_addresses(unswizzled, spec.swizzle)
+
+
+def _check_oracle_spec(spec: TensorMapSpec, dst_address: int) -> None:
+    spec.validate()
+    if spec.interleave != Interleave.NONE:
+        raise TensorMapError("oracle_interleave", "interleave", spec.interleave.name, "use INTERLEAVE_NONE",
+                             "the oracle models non-interleaved tiles only (tma-facts §3)")
+    if dst_address % SMEM_DST_ALIGNMENT:
+        raise TensorMapError("smem_alignment", "dst_address", dst_address,
+                             f"use a shared destination that is a multiple of {SMEM_DST_ALIGNMENT} B",
+                             "tensor copies need a 128-byte aligned shared destination")
+
+
+# ---------------------------------------------------------------------------------------------- coordinates
+
+def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
+    """Refuse coordinates a load cannot take; return them as an (N, rank) int64 array in NumPy order.
+
+    Each coordinate must fit a signed 32-bit int, and the innermost one times the element size must be a multiple
+    of 16 B: otherwise the load faults with a sticky CUDA_ERROR_ILLEGAL_INSTRUCTION that ends the context [seen].
+    """
+    c = np.asarray(coords, dtype=np.int64)
+    if c.ndim == 1:
+        c = c[None, :]
+    if c.ndim != 2 or c.shape[1] != spec.rank:
+        raise TensorMapError("coord_rank", "coordinates", c.shape, f"give {spec.rank} coordinates per box "
+                             "(NumPy order, outermost first)", f"got an array of shape {c.shape}")
+    bad = np.argwhere((c < INT32_MIN) | (c > INT32_MAX))
+    if len(bad):
+        n, axis = (int(v) for v in bad[0])
+        raise TensorMapError("coord_range", f"coordinates[{n}][{axis}]", int(c[n, axis]),
+                             "use coordinates that fit a signed 32-bit int", "TMA coordinates are s32")
+    if spec.interleave == Interleave.NONE:
+        unit = 16 // np.gcd(16, spec.itemsize)
+        bad = np.flatnonzero(c[:, -1] % unit)
+        if len(bad):
+            n, v = int(bad[0]), int(c[bad[0], -1])
+            lo = v // unit * unit
+            raise TensorMapError(
+                "coord_alignment", f"coordinates[{n}][{spec.rank - 1}]", v,
+                f"use an innermost coordinate that is a multiple of {unit} ({lo} or {lo + unit})",
+                f"innermost coordinate {v} x {spec.itemsize} B = {v * spec.itemsize} B is not a multiple of 16 B; "
+                "the hardware faults (sticky CUDA_ERROR_ILLEGAL_INSTRUCTION)")
+    return c
+
+
+# ---------------------------------------------------------------------------------------------- loads
+
+def _fill_value(spec: TensorMapSpec) -> int:
+    if spec.oob_fill == OobFill.NAN:
+        return int.from_bytes(spec.dtype.nan_fill_bytes(), "little")
+    return 0
+
+
+def box_values(spec: TensorMapSpec, global_bytes, coords) -> np.ndarray:
+    """The elements one or many loads deliver, as raw bits: shape (N, *loaded_counts), unsigned ints of itemsize.
+
+    Element (j...) comes from g0 = c0 + j0 and gk = ck + jk * ek (NumPy order reversed); outside the tensor it is
+    the fill (zero, or the NaN pattern).
+    """
+    c = check_load_coordinates(spec, coords)
+    size = spec.itemsize
+    raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
+    elements = raw[:raw.size // size * size].view(_UINT_OF_SIZE[size])
+    counts = spec.loaded_counts
+    steps = list(spec.element_strides)
+    steps[-1] = 1  # the dim-0 (innermost) element stride is ignored without interleave
+    n_boxes, rank = c.shape
+    offset = np.zeros((n_boxes,) + counts, dtype=np.int64)
+    inside = np.ones((n_boxes,) + counts, dtype=bool)
+    for axis in range(rank):
+        index = c[:, axis:axis + 1] + np.arange(counts[axis], dtype=np.int64)[None, :] * steps[axis]
+        shape = [n_boxes] + [1] * rank
+        shape[axis + 1] = counts[axis]
+        index = index.reshape(shape)
+        inside &= (index >= 0) & (index < spec.shape[axis])
+        offset = offset + index * spec.strides_bytes[axis]
+    # Strides and the inner stride are multiples of the element size (validated), so offsets index elements.
+    element_index = np.where(inside, offset // size, 0)
+    if inside.any() and element_index[inside].max() >= elements.size:
+        raise ValueError(f"global_bytes holds {raw.size} B; the loads read up to byte "
+                         f"{int(offset[inside].max()) + size} from the base address")
+    values = elements[element_index] if elements.size else np.zeros(element_index.shape, elements.dtype)
+    return np.where(inside, values, elements.dtype.type(_fill_value(spec)))
+
+
+def load_images(spec: TensorMapSpec, global_bytes, coords, *, box_offset: int = 0, image_bytes: int | None = None,
+                image_address: int = 0, poison: int = 0) -> np.ndarray:
+    """The shared-memory images N loads produce: (N, image_bytes) uint8.
+
+    Each image starts at absolute shared address `image_address` (only its value mod 1024 matters), filled with the
+    32-bit little-endian `poison` word; the box lands `box_offset` bytes in, swizzled on absolute addresses.
+    """
+    dst = image_address + box_offset
+    _check_oracle_spec(spec, dst)
+    if image_address % 16:
+        raise ValueError("image_address must be a multiple of 16")
+    image_bytes = image_bytes_for(spec, box_offset) if image_bytes is None else image_bytes
+    if image_bytes % 4 or image_bytes < box_offset + spec.smem_bytes:
+        raise ValueError(f"image_bytes {image_bytes} must be a multiple of 4 and hold the box "
+                         f"({box_offset} + {spec.smem_bytes} B)")
+    values = box_values(spec, global_bytes, coords)
+    n_boxes = values.shape[0]
+    images = np.empty((n_boxes, image_bytes // 4), dtype=np.uint32)
+    images[:] = np.uint32(poison & 0xFFFFFFFF)
+    images = images.view(np.uint8)
+    where = (box_row_addresses(spec, dst) - image_address).reshape(-1)
+    images[:, where] = values.reshape(n_boxes, -1).view(np.uint8)
+    return images
+
+
+def load_image(spec: TensorMapSpec, global_bytes, coords, **kwargs) -> np.ndarray:
+    """One load's shared-memory image (see `load_images`)."""
+    return load_images(spec, global_bytes, [tuple(coords)], **kwargs)[0]

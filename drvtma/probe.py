@@ -1,0 +1,142 @@
+"""Batched load probes on the GPU: one launch loads many boxes of one map and returns their raw shared memory.
+
+`run_load_probe` runs cu/load_probe.cu; `check_loads` compares the images with drvtma.oracle byte for byte and
+reports the spec, the coordinates and the first mismatching bytes. One cubin serves every spec and rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import oracle
+from .tensormap import TensorMap, TensorMapSpec, encode_tiled
+
+PROBE_SOURCE = "load_probe.cu"
+PROBE_KERNEL = "load_probe"
+PROBE_THREADS = 128
+IMAGE_ALIGN_SLACK = 1024  # the kernel aligns its image to 1024 B inside the dynamic region
+MAX_IMAGES_BYTES = 256 << 20  # per launch; larger batches are split
+
+
+class LoadProbe:
+    """The compiled probe kernel and reusable device scratch (coordinates, images, status)."""
+
+    def __init__(self):
+        from .kernel import load_module
+        from .status import StatusBuffer
+
+        self.kernel = load_module(PROBE_SOURCE).kernel(PROBE_KERNEL)
+        self.status = StatusBuffer()
+        self._coords = None
+        self._images = None
+
+    def _scratch(self, attr: str, nbytes: int):
+        from .driver import DeviceBuffer
+
+        buf = getattr(self, attr)
+        if buf is None or buf.nbytes < nbytes:
+            if buf is not None:
+                buf.close()
+            buf = DeviceBuffer(max(nbytes, 1 << 16))
+            setattr(self, attr, buf)
+        return buf
+
+    def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
+            poison: int = 0xA5A5A5A5) -> np.ndarray:
+        """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
+        spec = tmap.spec
+        if spec is None:
+            raise ValueError("the probe needs a TensorMap encoded from a TensorMapSpec")
+        c = oracle.check_load_coordinates(spec, coords)
+        if box_offset % oracle.SMEM_DST_ALIGNMENT:
+            raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
+        image_bytes = oracle.image_bytes_for(spec, box_offset) if image_bytes is None else image_bytes
+        if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
+            raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the box")
+        tma_coords = np.zeros((len(c), 5), dtype=np.int32)
+        tma_coords[:, :spec.rank] = c[:, ::-1]  # the kernel wants dim 0 first, see tensormap.to_tma_order
+        out = np.empty((len(c), image_bytes), dtype=np.uint8)
+        per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
+        for start in range(0, len(c), per_launch):
+            chunk = tma_coords[start:start + per_launch]
+            coords_buf = self._scratch("_coords", chunk.nbytes)
+            images_buf = self._scratch("_images", len(chunk) * image_bytes)
+            coords_buf.upload(chunk)
+            self.status.reset()
+            self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
+                               poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
+                               block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
+            out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
+            self.status.check(PROBE_KERNEL)
+        return out
+
+    def close(self) -> None:
+        for buf in (self._coords, self._images, self.status):
+            if buf is not None:
+                buf.close()
+
+
+_default_probe: LoadProbe | None = None
+
+
+def default_probe() -> LoadProbe:
+    global _default_probe
+    if _default_probe is None:
+        _default_probe = LoadProbe()
+    return _default_probe
+
+
+def run_load_probe(spec: TensorMapSpec, coords_list, base_offset: int = 0, *, target=None,
+                   image_bytes: int | None = None, poison: int = 0xA5A5A5A5,
+                   probe: LoadProbe | None = None) -> np.ndarray:
+    """Encode `spec` (for `target`, else its base_address), load a box per coordinate set, return the images."""
+    tmap = encode_tiled(spec, target)
+    return (probe or default_probe()).run(tmap, coords_list, box_offset=base_offset, image_bytes=image_bytes,
+                                          poison=poison)
+
+
+@dataclass
+class LoadCheck:
+    """The outcome of comparing probe images with the oracle for one spec."""
+
+    spec: TensorMapSpec
+    coords: np.ndarray
+    box_offset: int
+    boxes: int
+    bad_boxes: list[int] = field(default_factory=list)
+    report: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad_boxes
+
+
+def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndarray, want: np.ndarray,
+                      limit: int = 8) -> str:
+    """The spec, the coordinates and the first differing bytes (offset, got, expected, what the oracle put there)."""
+    diff = np.flatnonzero(got != want)
+    lines = [f"load at coordinates {tuple(int(v) for v in coords)} (NumPy order), box offset {box_offset}: "
+             f"{diff.size} of {got.size} bytes differ", spec.describe()]
+    for pos in diff[:limit]:
+        rel = int(pos) - box_offset
+        where = (f"box byte {rel}, row {rel // spec.row_pitch_bytes}, byte {rel % spec.row_pitch_bytes} of the "
+                 "pitch (before swizzle)" if 0 <= rel < spec.smem_bytes else "outside the box footprint")
+        lines.append(f"  image byte {int(pos)}: got 0x{int(got[pos]):02x}, expected 0x{int(want[pos]):02x} ({where})")
+    return "\n".join(lines)
+
+
+def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int = 0, *, target=None,
+                poison: int = 0xA5A5A5A5, probe: LoadProbe | None = None, max_reports: int = 3) -> LoadCheck:
+    """Run the probe and compare every image with the oracle bit for bit.
+
+    `global_bytes` is the host copy of the device bytes from the spec's base address (or `target`'s).
+    """
+    coords = oracle.check_load_coordinates(spec, coords_list)
+    images = run_load_probe(spec, coords, base_offset, target=target, poison=poison, probe=probe)
+    want = oracle.load_images(spec, global_bytes, coords, box_offset=base_offset, image_bytes=images.shape[1],
+                              poison=poison)
+    bad = np.flatnonzero((images != want).any(axis=1)).tolist()
+    reports = [describe_mismatch(spec, coords[i], base_offset, images[i], want[i]) for i in bad[:max_reports]]
+    return LoadCheck(spec, coords, base_offset, len(coords), bad, "\n\n".join(reports))

@@ -1,0 +1,180 @@
+"""The NumPy model of tiled loads (tma-facts §3): invariants and an element-by-element reference (CPU only)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from drvtma import oracle
+from drvtma.dtypes import FLOAT32, FLOAT_DTYPES
+from drvtma.errors import TensorMapError
+from drvtma.tensormap import OobFill, Swizzle, TensorMapSpec
+from drvtma.testing import DrawChooser, build_coordinates, build_misaligned_coordinates, load_cases
+
+POISON = 0xDEADBEEF
+MAX_EXTENT = 1 << 16
+
+
+def _global_bytes(spec: TensorMapSpec, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, spec.extent_bytes, dtype=np.uint8)
+
+
+def _reference_box(spec, global_bytes, coords):
+    """Element by element, straight from the model's text: one Python loop per element."""
+    s, fill = spec.itemsize, (spec.dtype.nan_fill_bytes() if spec.oob_fill == OobFill.NAN else bytes(spec.itemsize))
+    steps = list(spec.element_strides)
+    steps[-1] = 1
+    out = bytearray()
+    for j in itertools.product(*(range(n) for n in spec.loaded_counts)):
+        g = [c + jk * e for c, jk, e in zip(coords, j, steps)]
+        if all(0 <= gk < n for gk, n in zip(g, spec.shape)):
+            off = sum(gk * st_ for gk, st_ in zip(g, spec.strides_bytes))
+            out += bytes(global_bytes[off:off + s])
+        else:
+            out += fill
+    return bytes(out)
+
+
+small_cases = load_cases(max_boxes=3, max_dim=12, max_smem_bytes=4096, max_extent_bytes=MAX_EXTENT, max_rank=4)
+cases = load_cases(max_boxes=6, max_dim=64, max_smem_bytes=32768, max_extent_bytes=MAX_EXTENT)
+
+
+@settings(max_examples=300)
+@given(small_cases)
+def test_box_values_match_the_element_by_element_reference(case):
+    spec, coords = case
+    g = _global_bytes(spec)
+    values = oracle.box_values(spec, g, coords)
+    for i, c in enumerate(coords):
+        assert values[i].tobytes() == _reference_box(spec, g, c)
+
+
+@settings(max_examples=500)
+@given(cases, st.sampled_from([0, 128, 256, 384, 512, 896]))
+def test_image_writes_tx_bytes_inside_the_footprint_and_leaves_the_rest_poisoned(case, box_offset):
+    spec, coords = case
+    g = _global_bytes(spec)
+    images = oracle.load_images(spec, g, coords, box_offset=box_offset, poison=POISON)
+    assert images.shape == (len(coords), oracle.image_bytes_for(spec, box_offset))
+    written = oracle.box_row_addresses(spec, box_offset).reshape(-1)
+    assert written.size == oracle.expect_tx_bytes(spec) == len(np.unique(written))
+    assert written.min() >= box_offset and written.max() < box_offset + oracle.smem_footprint_bytes(spec)
+    untouched = np.ones(images.shape[1], dtype=bool)
+    untouched[written] = False
+    poison_bytes = np.frombuffer(np.uint32(POISON).tobytes() * (images.shape[1] // 4), dtype=np.uint8)
+    assert (images[:, untouched] == poison_bytes[untouched]).all()
+    values = oracle.box_values(spec, g, coords).reshape(len(coords), -1).view(np.uint8)
+    assert (images[:, written] == values).all()
+
+
+@settings(max_examples=300)
+@given(cases)
+def test_boxes_entirely_outside_are_all_fill(case):
+    spec, _ = case
+    coords = [tuple(-(b * e) - 16 for b, e in zip(spec.box, spec.element_strides))]
+    coords = [tuple(c // 16 * 16 for c in coords[0])]
+    values = oracle.box_values(spec, _global_bytes(spec), coords)
+    fill = spec.dtype.nan_fill_bytes() if spec.oob_fill == OobFill.NAN else bytes(spec.itemsize)
+    assert values.tobytes() == fill * (values.size)
+
+
+@pytest.mark.parametrize("dtype", [d.name for d in FLOAT_DTYPES])
+def test_nan_fill_is_the_repeated_0x7ff7_pattern(dtype):
+    spec = TensorMapSpec.create(dtype, (4, 64), (2, 64), oob_fill="nan")
+    values = oracle.box_values(spec, np.zeros(spec.extent_bytes, np.uint8), [(100, 0)])
+    assert values.tobytes() == b"\xf7\x7f" * (values.nbytes // 2)
+    if dtype == "float32":
+        assert int(values.reshape(-1)[0]) == 0x7FF77FF7
+
+
+def test_zero_fill_is_exact_per_element_at_a_partial_edge():
+    spec = TensorMapSpec.create("float32", (3, 10), (4, 16))
+    g = np.arange(30, dtype=np.float32).view(np.uint8)
+    values = oracle.box_values(spec, g, [(1, 0)])[0].view(np.float32)
+    assert (values[:2, :10] == np.arange(10, 30, dtype=np.float32).reshape(2, 10)).all()
+    assert (values[:2, 10:] == 0).all() and (values[2:] == 0).all()
+
+
+@settings(max_examples=500)
+@given(st.sampled_from([Swizzle.B32, Swizzle.B64, Swizzle.B128]), st.integers(0, 64), st.integers(1, 16))
+def test_swizzle_is_a_permutation_of_16_byte_chunks_within_its_span(swizzle, start_line, lines):
+    span = {Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128}[swizzle]
+    base = start_line * 128
+    addresses = np.arange(base, base + lines * 128 * 8)
+    out = oracle.swizzle_addresses(addresses, swizzle)
+    assert sorted(out.tolist()) == addresses.tolist()  # a permutation of the region
+    assert ((out & 15) == (addresses & 15)).all()  # bytes stay inside their chunk, in order
+    assert ((out // span) == (addresses // span)).all()  # chunks stay inside their span-sized row
+    assert (oracle.swizzle_addresses(out, swizzle) == addresses).all()  # an involution
+
+
+def test_swizzle_128b_known_addresses():
+    # Row r of a 128B-swizzled box (pitch 128) has chunk k at chunk k ^ (r & 7).
+    for r in range(16):
+        for k in range(8):
+            assert oracle.swizzle_addresses(r * 128 + k * 16, Swizzle.B128) == r * 128 + ((k ^ (r & 7)) * 16)
+
+
+def test_swizzle_follows_the_absolute_address_not_the_box():
+    spec = TensorMapSpec.create("uint8", (8, 128), (8, 128), swizzle="128B")
+    at0 = oracle.box_row_addresses(spec, 0)
+    at128 = oracle.box_row_addresses(spec, 128) - 128
+    assert not (at0 == at128).all()
+    # Shifting by one 128-byte line shifts the XOR pattern by one row.
+    assert (at128[:7] == at0[1:8] - 128).all()
+    assert (oracle.box_row_addresses(spec, 1024) - 1024 == at0).all()
+
+
+def test_padding_under_swizzle_is_not_written():
+    spec = TensorMapSpec.create("float32", (4, 8), (4, 8), swizzle="128B")  # 32 B rows, 128 B pitch
+    assert spec.row_pitch_bytes == 128 and spec.smem_bytes == 512 and spec.expect_tx_bytes == 128
+    image = oracle.load_image(spec, np.zeros(spec.extent_bytes, np.uint8), (0, 0), poison=POISON)
+    assert (image.view(np.uint32) == POISON).sum() == (512 - 128) // 4
+
+
+def test_expect_tx_counts_elements_not_the_unstrided_box():
+    spec = TensorMapSpec.create("float32", (64, 64), (8, 8), element_strides=(3, 1))
+    assert spec.loaded_counts == (3, 8) and oracle.expect_tx_bytes(spec) == 96
+
+
+# ---- coordinates
+
+@settings(max_examples=300)
+@given(st.data())
+def test_misaligned_inner_coordinates_are_refused(data):
+    spec, _ = data.draw(load_cases(max_boxes=1, dtypes=[d for d in FLOAT_DTYPES if d.itemsize < 16]))
+    coords = build_misaligned_coordinates(DrawChooser(data.draw), spec)
+    with pytest.raises(TensorMapError) as info:
+        oracle.check_load_coordinates(spec, [coords])
+    assert info.value.rule == "coord_alignment" and "fault" in str(info.value)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_generated_coordinates_are_accepted(data):
+    spec, coords = data.draw(load_cases(max_boxes=4))
+    coords.append(build_coordinates(DrawChooser(data.draw), spec))
+    assert oracle.check_load_coordinates(spec, coords).shape == (len(coords), spec.rank)
+
+
+def test_coordinate_rules():
+    spec = TensorMapSpec.create(FLOAT32, (8, 64), (4, 32))
+    assert oracle.check_load_coordinates(spec, [(-3, -4), (0, 8)]).shape == (2, 2)
+    for coords, rule in [((0, 1), "coord_alignment"), ((0, -1), "coord_alignment"), ((1 << 31, 0), "coord_range"),
+                         ((0, 0, 0), "coord_rank")]:
+        with pytest.raises(TensorMapError) as info:
+            oracle.check_load_coordinates(spec, [coords])
+        assert info.value.rule == rule
+
+
+def test_oracle_refuses_unaligned_shared_destinations_and_interleave():
+    spec = TensorMapSpec.create("uint8", (8, 32), (4, 32))
+    with pytest.raises(TensorMapError, match="smem_alignment"):
+        oracle.load_image(spec, np.zeros(spec.extent_bytes, np.uint8), (0, 0), box_offset=64)
+    il = TensorMapSpec.create("uint8", (4, 8, 32), (1, 2, 16), interleave="16B")
+    with pytest.raises(TensorMapError, match="oracle_interleave"):
+        oracle.load_image(il, np.zeros(il.extent_bytes, np.uint8), (0, 0, 0))
