@@ -40,7 +40,9 @@ OP_CODES = {STORE: -1, **{name: i for i, name in enumerate(REDUCE_OPS)}}
 # b32/b64 are taken to mean the 32/64-bit integer map types. Not listed, so refused: add on s64 (use a UINT64 map:
 # two's complement makes it the same bits), f64 (only the non-tensor cp.reduce.async.bulk has it), tf32, fp32_ftz,
 # 8/16-bit integers.
-_B32, _B64 = (UINT32, INT32), (UINT64, INT64)
+# On the H200 (driver 580.159.04) .and/.or/.xor through an INT64 map kill the context with
+# CUDA_ERROR_ILLEGAL_INSTRUCTION, while UINT64 works [seen]: b64 means a UINT64 map (same bits), so INT64 is refused.
+_B32, _B64 = (UINT32, INT32), (UINT64,)
 REDUCE_DTYPES: dict[str, tuple[TmaDtype, ...]] = {
     "add": (UINT32, INT32, UINT64, FLOAT32, FLOAT16, BFLOAT16),
     "min": (UINT32, INT32, UINT64, INT64, FLOAT16, BFLOAT16),
@@ -79,9 +81,11 @@ def check_reduction(op: str, dtype) -> None:
         hint = ""
         if (op, dt) == ("add", INT64):
             hint = " (an INT64 add is the same bits as a UINT64 add: use a uint64 map)"
+        elif op in ("and", "or", "xor") and dt == INT64:
+            hint = " (bitwise ops are the same bits on a uint64 map; an INT64 map faults on the H200)"
         raise TensorMapError("reduce_dtype", "dtype", dt.name,
                              f"use .{op} with {', '.join(d.name for d in allowed)}{hint}",
-                             f"the PTX ISA has no cp.reduce.async.bulk.tensor .{op} for {dt.name}")
+                             f"cp.reduce.async.bulk.tensor .{op} does not take {dt.name}")
 
 
 def check_store_spec(spec: TensorMapSpec, op: str = STORE) -> TensorMapSpec:

@@ -6,6 +6,8 @@ import math
 import warnings
 from fractions import Fraction
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -187,7 +189,8 @@ def test_bitwise_ops_act_on_the_bits(a, b, op, dt):
     bits = 8 * dt.itemsize
     a, b = a % (1 << bits), b % (1 << bits)
     ua, ub = np.array([a], f"u{dt.itemsize}").view(dt.numpy), np.array([b], f"u{dt.itemsize}").view(dt.numpy)
-    got = int(S.reduce_values(op, dt, ua, ub).view(f"u{dt.itemsize}")[0])
+    with mock.patch.dict(S.REDUCE_DTYPES, {op: S.REDUCE_DTYPES[op] + (INT64,)}):  # the oracle models INT64 too
+        got = int(S.reduce_values(op, dt, ua, ub).view(f"u{dt.itemsize}")[0])
     assert got == {"and": a & b, "or": a | b, "xor": a ^ b}[op]
 
 
@@ -271,10 +274,11 @@ def test_float_min_max_nan_and_signed_zero_rules():
 
 # ---------------------------------------------------------------------------------------------- validation
 
-def test_reduction_dtype_table_is_exactly_the_ptx_isa_one():
+def test_reduction_dtype_table_is_the_ptx_isa_one_less_what_faults():
+    """The PTX ISA's table, except b64 bitwise ops through INT64 maps, which fault on the H200 [seen]."""
     table = {"add": {"uint32", "int32", "uint64", "float32", "float16", "bfloat16"},
              "min": {"uint32", "int32", "uint64", "int64", "float16", "bfloat16"},
-             "inc": {"uint32"}, "dec": {"uint32"}, "and": {"uint32", "int32", "uint64", "int64"}}
+             "inc": {"uint32"}, "dec": {"uint32"}, "and": {"uint32", "int32", "uint64"}}
     table["max"], table["or"], table["xor"] = table["min"], table["and"], table["and"]
     for op in S.REDUCE_OPS:
         for dt in ALL_DTYPES:
@@ -286,6 +290,8 @@ def test_reduction_dtype_table_is_exactly_the_ptx_isa_one():
                 assert info.value.rule == "reduce_dtype" and op in str(info.value)
     with pytest.raises(TensorMapError, match="uint64 map"):
         S.check_reduction("add", INT64)
+    with pytest.raises(TensorMapError, match="faults on the H200"):
+        S.check_reduction("xor", INT64)
     with pytest.raises(TensorMapError) as info:
         S.check_reduction("mul", UINT32)
     assert info.value.rule == "reduce_op"

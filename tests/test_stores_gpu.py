@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from drvtma import load_module
 from drvtma import stores as S
 from drvtma.dtypes import tma_dtype
+from drvtma.errors import TensorMapError
 from drvtma.tensormap import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
@@ -213,8 +214,12 @@ import json, sys
 from drvtma import driver, stores
 from drvtma.errors import CudaError
 from drvtma.tensormap import TensorMapSpec
-coords = tuple(json.loads(sys.argv[1]))
-case = stores.StoreCase(TensorMapSpec.create("float32", (16, 64), (8, 32)), coords)
+job = json.loads(sys.argv[1])
+if job.get("force_allow"):  # let the oracle model a pair drvtma refuses, so the launch itself is what is probed
+    from drvtma.dtypes import tma_dtype
+    stores.REDUCE_DTYPES[job["op"]] += (tma_dtype(job["dtype"]),)
+case = stores.StoreCase(TensorMapSpec.create(job["dtype"], tuple(job["shape"]), tuple(job["box"])),
+                        tuple(job["coords"]), job["op"])
 out = {}
 try:
     result = stores.run_store_cases([case], check=False)
@@ -231,9 +236,10 @@ print("CHILD-RESULT " + json.dumps(out))
 """
 
 
-def _run_child(coords) -> dict:
+def _run_child(coords, dtype="float32", op=S.STORE, shape=(16, 64), box=(8, 32), force_allow=False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(list(coords))], capture_output=True, text=True,
+    job = {"coords": list(coords), "dtype": dtype, "op": op, "shape": shape, "box": box, "force_allow": force_allow}
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(job)], capture_output=True, text=True,
                           timeout=240, env=env, cwd=ROOT)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD-RESULT ")]
     assert lines, f"child exited {proc.returncode} without a result:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
@@ -251,3 +257,14 @@ def test_negative_store_coordinate_faults_the_context_in_a_child(probe, coords):
     assert out["error"] in STICKY_FAULTS, out
     assert out["after"] != "usable", f"the fault was not sticky: {out}"
     record(test="store_negative_coordinate_fault", coords=list(coords), error=out["error"], after=out["after"])
+
+
+@pytest.mark.parametrize("op", ["and", "or", "xor"])
+def test_bitwise_reductions_on_int64_maps_fault_and_are_refused(probe, op):
+    """Pins what the H200 did: .and/.or/.xor through an INT64 map is an illegal instruction; UINT64 works."""
+    with pytest.raises(TensorMapError, match="reduce_dtype"):
+        S.check_reduction(op, "int64")
+    assert _run_child((0, 0), "uint64", op, (4, 8), (4, 8)) == {"result": "ok"}
+    out = _run_child((0, 0), "int64", op, (4, 8), (4, 8), force_allow=True)
+    assert out["result"] == "fault" and out["error"] == "CUDA_ERROR_ILLEGAL_INSTRUCTION", out
+    record(test="int64_bitwise_reduction_fault", op=op, error=out["error"])
