@@ -1,7 +1,7 @@
 """The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers.
 
-NumPy has no bfloat16, tfloat32 or fp8: those travel as raw bits (uint16 / uint32 / uint8 views), which is all
-TMA needs since a tiled load copies bytes.
+NumPy has no bfloat16, tfloat32 or fp8: those travel as raw bits (uint16 / uint32 / uint8 views). A tiled load
+copies bytes for every type but the two tf32 ones, which it rounds (`drvtma.oracle.tma_load_convert`) [seen].
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 from .errors import TensorMapError
 
 # Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
-# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen on the H200 (tma-facts §1); the other float types are
-# predicted from the same 16-bit repetition and pinned by tests/test_probe_gpu.py.
+# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first (tma-facts §1); f64, f32_ftz and both tf32 types
+# repeat it too (H200, driver 580): the tf32 fill is not rounded, though it is a NaN. Pinned by test_probe_gpu.py.
 NAN_FILL_HALFWORD = 0x7FF7
 
 
@@ -52,15 +52,16 @@ UINT64 = _d("uint64", 4, 8, np.uint64, False)
 INT64 = _d("int64", 5, 8, np.int64, False)
 FLOAT16 = _d("float16", 6, 2, np.float16, True, nan_fill_seen=True)
 FLOAT32 = _d("float32", 7, 4, np.float32, True, nan_fill_seen=True)
-FLOAT64 = _d("float64", 8, 8, np.float64, True)
+FLOAT64 = _d("float64", 8, 8, np.float64, True, nan_fill_seen=True)
 BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True, raw_bits=True, nan_fill_seen=True)
-FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)
-TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, raw_bits=True)
-TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, raw_bits=True)
+FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True, nan_fill_seen=True)  # loads keep denormals [seen]
+TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, raw_bits=True, nan_fill_seen=True)
+TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, raw_bits=True, nan_fill_seen=True)
 
 ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, FLOAT64,
                                     BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
+TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush nothing, FTZ or not) [seen]
 
 # Enum values the driver headers define but a Hopper refuses (packed 4/6-bit types, Blackwell only) [seen].
 SM100_ONLY_DTYPE_ENUMS = {13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}

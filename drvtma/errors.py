@@ -50,3 +50,7 @@ class BarrierTimeout(DrvtmaError):
         super().__init__(
             f"{kernel}: mbarrier wait timed out in block {block}, barrier {barrier}, stage {stage}, "
             f"parity {parity} (site {where}; {count} wait(s) timed out in all)")
+
+
+class StoreStraddleWarning(UserWarning):
+    """A store map's inner extent is not a multiple of 16 bytes: stores at the edge write past it."""

@@ -1,6 +1,7 @@
 """What TMA writes, computed with NumPy (tma-facts §3): the reference every GPU probe is compared with.
 
-Loads: `load_images` (many boxes of one map at once), `load_image`, `box_values`, `check_load_coordinates`.
+Loads: `load_images` (many boxes of one map at once), `load_image`, `box_values`, `check_load_coordinates`,
+and `tma_load_convert` (tf32 rounding: the one place a load changes bits).
 Shared-memory layout helpers (`swizzle_addresses`, `box_row_addresses`) are shared with stores and reductions.
 Global memory is given as raw bytes starting at the map's base address, so any stride pattern is expressible.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .dtypes import TF32_DTYPES, tma_dtype
 from .errors import TensorMapError
 from .tensormap import Interleave, OobFill, Swizzle, TensorMapSpec
 
@@ -17,6 +19,8 @@ SMEM_DST_ALIGNMENT = 128  # shared destination of a tensor copy [doc]
 _SWIZZLE_MASK = {Swizzle.NONE: 0, Swizzle.B32: 1, Swizzle.B64: 3, Swizzle.B128: 7}
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+TF32_CANONICAL_NAN = 0x7FFFE000  # every NaN a tf32 load reads, whatever its sign and payload [seen]
+_TF32_DROPPED_BITS = 13  # fp32 mantissa bits below tf32's 10
 
 
 # ---------------------------------------------------------------------------------------------- shared memory
@@ -106,6 +110,23 @@ def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- loads
 
+def tma_load_convert(dtype, raw_words) -> np.ndarray:
+    """The bits a load writes for in-bounds elements whose global bits are `raw_words` [seen, H200, driver 580].
+
+    TFLOAT32 and TFLOAT32_FTZ round the low 13 mantissa bits to nearest, ties to even, carrying into the exponent
+    (up to infinity); denormals round and are never flushed (FTZ included); every NaN becomes 0x7FFFE000;
+    infinities stay. Every other type is copied unchanged (FLOAT32_FTZ keeps its denormals).
+    """
+    if tma_dtype(dtype) not in TF32_DTYPES:
+        return np.asarray(raw_words)
+    w = np.asarray(raw_words).astype(np.uint64) & 0xFFFFFFFF  # 64-bit: rounding a NaN up must not wrap
+    dropped = np.uint64((1 << _TF32_DROPPED_BITS) - 1)
+    odd = (w >> _TF32_DROPPED_BITS) & 1
+    rounded = (w + (dropped >> 1) + odd) & ~dropped  # a tie rounds up only when the kept bits are odd
+    is_nan = (w & 0x7FFFFFFF) > 0x7F800000
+    return np.where(is_nan, np.uint64(TF32_CANONICAL_NAN), rounded).astype(np.uint32)
+
+
 def _fill_value(spec: TensorMapSpec) -> int:
     if spec.oob_fill == OobFill.NAN:
         return int.from_bytes(spec.dtype.nan_fill_bytes(), "little")
@@ -115,8 +136,8 @@ def _fill_value(spec: TensorMapSpec) -> int:
 def box_values(spec: TensorMapSpec, global_bytes, coords) -> np.ndarray:
     """The elements one or many loads deliver, as raw bits: shape (N, *loaded_counts), unsigned ints of itemsize.
 
-    Element (j...) comes from g0 = c0 + j0 and gk = ck + jk * ek (NumPy order reversed); outside the tensor it is
-    the fill (zero, or the NaN pattern).
+    Element (j...) comes from g0 = c0 + j0 and gk = ck + jk * ek (NumPy order reversed), through
+    `tma_load_convert`; outside the tensor it is the fill (zero, or the NaN pattern), never converted [seen].
     """
     c = check_load_coordinates(spec, coords)
     size = spec.itemsize
@@ -141,6 +162,7 @@ def box_values(spec: TensorMapSpec, global_bytes, coords) -> np.ndarray:
         raise ValueError(f"global_bytes holds {raw.size} B; the loads read up to byte "
                          f"{int(offset[inside].max()) + size} from the base address")
     values = elements[element_index] if elements.size else np.zeros(element_index.shape, elements.dtype)
+    values = tma_load_convert(spec.dtype, values)
     return np.where(inside, values, elements.dtype.type(_fill_value(spec)))
 
 

@@ -28,7 +28,8 @@ import numpy as np
 
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, UINT16, UINT32, UINT64, TmaDtype,
                      tma_dtype)
-from .errors import TensorMapError
+from .errors import StoreStraddleWarning, TensorMapError
+from .oracle import swizzle_addresses
 from .tensormap import Interleave, Swizzle, TensorMapSpec
 
 STORE = "store"
@@ -58,11 +59,6 @@ STORE_DTYPES = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, F
 # the tensor form's f32 add on the H200 keeps them: 0x1 + 0x1 = 0x2, 0x7fffff + 0x1 = 0x800000 [seen].
 CHUNK_BYTES = 16
 SWIZZLE_PERIOD = 1024  # bytes after which every swizzle pattern repeats (128B swizzle)
-_SWIZZLE_MASK = {Swizzle.NONE: 0, Swizzle.B32: 1, Swizzle.B64: 3, Swizzle.B128: 7}
-
-
-class StoreStraddleWarning(UserWarning):
-    """A store map's inner extent is not a multiple of 16 bytes: stores at the edge write past it."""
 
 
 # ---------------------------------------------------------------------------------------------- validation
@@ -195,12 +191,7 @@ def smem_byte_offsets(spec: TensorMapSpec, smem_offset: int = 0) -> np.ndarray:
     row = np.arange(rows, dtype=np.int64)[:, None] * spec.row_pitch_bytes
     col = np.arange(counts[-1] * s, dtype=np.int64)[None, :]
     logical = (row + col).reshape(counts + (s,))
-    mask = _SWIZZLE_MASK.get(spec.swizzle, 0)
-    if not mask:
-        return logical
-    absolute = logical + smem_offset
-    swizzled = absolute ^ (((absolute >> 7) & mask) << 4)  # 16-byte chunks XOR-permuted on the absolute address
-    return swizzled - smem_offset
+    return swizzle_addresses(logical + smem_offset, spec.swizzle) - smem_offset  # the same layout loads write
 
 
 def box_from_smem(spec: TensorMapSpec, image: np.ndarray, smem_offset: int = 0) -> np.ndarray:

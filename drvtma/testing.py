@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype
+from .dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
 from .tensormap import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, Interleave, L2Promotion, OobFill,
                         Swizzle, TensorMapSpec)
 
@@ -314,6 +314,33 @@ def build_misaligned_coordinates(ch, spec: TensorMapSpec) -> tuple[int, ...]:
     coords = list(build_coordinates(ch, spec))
     coords[-1] += ch.integer(1, unit - 1)
     return tuple(coords)
+
+
+# ---------------------------------------------------------------------------------------------- special values
+
+_SPECIAL_BITS = {
+    2: [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0x3C01, 0x7BFF, 0x7C00, 0xFC00, 0x7C01, 0x7E00,
+        0x7FFF, 0xFE00, 0xFFFF, 0x007F, 0x0080, 0x7F7F, 0x7F80, 0xFF80, 0x7F81, 0x7FC0, 0x7FF7],
+    4: [0x00000000, 0x80000000, 0x007FF000, 0x007FFFFF, 0x807FFFFF, 0x00800FFF, 0x00801000, 0x3FFFEFFF,
+        0x3FFFF000, 0x7F7FEFFF, 0x7F7FF000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7F800001,
+        0xFF800001, 0x7F801000, 0x7FBFFFFF, 0x7FC00000, 0xFFC01234, 0x7FFFE000, 0x7FF77FF7, 0xFFFFFFFF]
+    + [high | low for high in (0x3F800000, 0xBF800000, 0x7F000000, 0x00000000, 0x80000000)
+       for low in (0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x2FFF, 0x3000, 0x3001)],
+    8: [0x0, 0x8000000000000000, 0x1, 0x8000000000000001, 0x000FFFFFFFFFFFFF, 0x0010000000000000,
+        0x3FF0000000000001, 0x3FF0000000001000, 0x3FF0000010000000, 0x7FEFFFFFFFFFFFFF, 0x7FF0000000000000,
+        0xFFF0000000000000, 0x7FF0000000000001, 0x7FF7FFFFFFFFFFFF, 0x7FF8000000000000, 0xFFF8000000001234],
+}
+
+
+def special_float_bits(dtype, *, random_words: int = 32, seed: int = 5) -> np.ndarray:
+    """Raw bits a load could change, for a float type of that size: rounding ties (even and odd kept bits),
+    carries into the exponent, overflow to infinity, NaN payloads and signs, infinities, denormals, zeros;
+    then `random_words` seeded random ones. Unsigned ints of the type's size."""
+    dt = tma_dtype(dtype)
+    carrier = np.dtype(f"u{dt.itemsize}")
+    fixed = np.array(_SPECIAL_BITS[dt.itemsize], dtype=carrier)
+    rng = np.random.default_rng(seed)
+    return np.concatenate([fixed, rng.integers(0, 256, random_words * dt.itemsize, dtype=np.uint8).view(carrier)])
 
 
 # ---------------------------------------------------------------------------------------------- strategies

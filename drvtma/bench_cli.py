@@ -1,0 +1,146 @@
+"""`drvtma sweep` and `drvtma bench roof`: argument parsing only; the work is in drvtma.sweep and drvtma.roof."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+from .modes import ALL_MODES, ModeConfig
+from .sweep import ARTICLE_FMA, SweepConfig, csv_text, preset, run_sweep, table_text, write_outputs
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _mode_list(text: str) -> tuple[str, ...]:
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    unknown = [m for m in modes if m not in ALL_MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"unknown mode(s) {unknown}; modes: {', '.join(ALL_MODES)}")
+    return modes
+
+
+def sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="drvtma sweep",
+        description="Verify and time the B-08 modes over fma_iters; print the article's table (speedup = sync / "
+                    "mode), optionally write CSV (the article's column names), Markdown and a PNG plot.")
+    p.add_argument("--preset", choices=("article", "hbm"), default="article",
+                   help="article: n=4,194,304, 64 tiles/block, 256 threads, fma 1..256, 7 runs, 2 warm-ups; "
+                        "hbm: 1 GiB over all SMs (default: article)")
+    p.add_argument("--n", type=int, help="fp32 elements (a multiple of 1024)")
+    p.add_argument("--tiles-per-block", type=int, help="tiles per block of the article's modes")
+    p.add_argument("--threads", type=int, help="(consumer) threads per block of every mode")
+    p.add_argument("--fma", type=_int_list, help=f"comma-separated fma_iters (default {','.join(map(str, ARTICLE_FMA))})")
+    p.add_argument("--runs", type=int, help="timed launches per point")
+    p.add_argument("--warmups", type=int, help="untimed launches before them")
+    p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
+                   help="write a buffer of twice the L2 size before each timed launch")
+    p.add_argument("--modes", type=_mode_list, help=f"comma-separated subset of {','.join(ALL_MODES)}")
+    p.add_argument("--stages", type=int, help="ring depth of pipeN and ws")
+    p.add_argument("--tiles-per-stage", type=int, help="4 KiB tiles per ring stage of pipeN and ws")
+    p.add_argument("--ring-tiles-per-block", type=int, help="tiles per block of pipeN and ws")
+    p.add_argument("--seed", type=int, help="input seed")
+    p.add_argument("--no-verify", action="store_true", help="skip the checked launch (timing only)")
+    p.add_argument("--out", help="directory for sweep.csv, sweep.md (and sweep.png with matplotlib)")
+    p.add_argument("--csv", help="also write the CSV to this file")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepConfig:
+    """The preset, with every option the user gave applied on top."""
+    cfg = preset(args.preset, sm_count=sm_count, n=args.n)
+    modes = list(cfg.modes)
+    if args.modes:
+        by_mode = {m.mode: m for m in modes}
+        modes = [by_mode.get(m) or ModeConfig(m) for m in args.modes]
+    changed = []
+    for m in modes:
+        kw = {}
+        if args.threads is not None:
+            kw["threads"] = args.threads
+        if m.spec.ring:
+            if args.stages is not None:
+                kw["stages"] = args.stages
+            if args.tiles_per_stage is not None:
+                kw["tiles_per_stage"] = args.tiles_per_stage
+            if args.ring_tiles_per_block is not None:
+                kw["tiles_per_block"] = args.ring_tiles_per_block
+        elif args.tiles_per_block is not None:
+            kw["tiles_per_block"] = args.tiles_per_block
+        changed.append(m.with_(**kw) if kw else m)
+    overrides = {k: v for k, v in (("fma_list", args.fma), ("runs", args.runs),
+                                   ("warmups", args.warmups), ("flush_l2", args.flush_l2), ("seed", args.seed))
+                 if v is not None}
+    if args.no_verify:
+        overrides["verify"] = False
+    return replace(cfg, modes=tuple(changed), **overrides)
+
+
+def sweep_command(argv: list[str]) -> int:
+    args = sweep_parser().parse_args(argv)
+    from .driver import device_properties
+
+    cfg = config_from_args(args, sm_count=device_properties().sm_count)
+    result = run_sweep(cfg, progress=None if args.quiet else sys.stderr)
+    print(table_text(result))
+    if args.out:
+        for path in write_outputs(result, args.out):
+            print(f"wrote {path}", file=sys.stderr)
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write(csv_text(result))
+    return 0
+
+
+def roof_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="drvtma bench roof",
+        description="Device-to-device copy rate (read + written bytes), a plain vectorized read kernel and the TMA "
+                    "read modes at several stage sizes, stage counts and blocks per SM, as fractions of the copy "
+                    "rate; every TMA run verified.")
+    p.add_argument("--bytes", type=int, default=1 << 30, help="bytes read per launch (default 1 GiB)")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--warmups", type=int, default=2)
+    p.add_argument("--threads", type=int, default=256, help="consumer threads per block of the TMA modes")
+    p.add_argument("--stages", type=_int_list, default=(2, 4, 8))
+    p.add_argument("--tiles-per-stage", type=_int_list, default=(1, 2, 4, 8))
+    p.add_argument("--blocks-per-sm", type=_int_list, default=(1, 2, 4))
+    p.add_argument("--no-article-modes", action="store_true", help="skip bulk1d, tensor2d and pipe2")
+    p.add_argument("--out", help="directory for roof.csv and roof.md")
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def bench_command(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: drvtma bench roof [options]   (drvtma bench roof --help)")
+        return 0 if argv else 2
+    if argv[0] != "roof":
+        print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: roof", file=sys.stderr)
+        return 2
+    args = roof_parser().parse_args(argv[1:])
+    from .roof import run_roof
+
+    result = run_roof(nbytes=args.bytes, runs=args.runs, warmups=args.warmups, threads=args.threads,
+                      stages=args.stages, tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm,
+                      article_modes=not args.no_article_modes, progress=None if args.quiet else sys.stderr)
+    print(result.text())
+    if args.out:
+        from pathlib import Path
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "roof.csv").write_text(result.csv_text())
+        (out / "roof.md").write_text("# drvtma bench roof\n\n```\n" + result.text() + "\n```\n")
+    return 0
+

@@ -1,0 +1,319 @@
+"""Timing and fma_iters sweeps of the B-08 modes, and their table, CSV (the article's columns) and Markdown.
+
+Each (fma_iters, mode) point: one checked launch (poisoned sums, verified against NumPy), warm-ups, then `runs`
+launches timed with CUDA events one by one (optionally after an L2 flush); median and p95 are reported.
+Formatting works on any `SweepResult`, so it is tested on the CPU with synthetic timings.
+"""
+
+from __future__ import annotations
+
+import io
+import csv
+import math
+import sys
+from dataclasses import dataclass, field
+
+from .modes import ARTICLE_MODES, MODES, ModeConfig
+
+ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+ARTICLE_N = 4_194_304
+HBM_N = 1 << 28  # 1 GiB of fp32
+
+
+# ------------------------------------------------------------------------------------------ timing
+
+def percentile(samples, p: float) -> float:
+    """Linear interpolation between closest ranks (the article's percentile_of)."""
+    v = sorted(float(s) for s in samples)
+    if not v:
+        raise ValueError("no samples")
+    pos = min(max(p, 0.0), 100.0) / 100.0 * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds of each timed launch."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return percentile(self.samples, 50)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples, 95)
+
+    @property
+    def best(self) -> float:
+        return min(self.samples)
+
+
+def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None) -> Timing:
+    """Run `launch()` warmups times, then `runs` times between two events each; flush() (untimed) before each run."""
+    from .driver import Event, elapsed_ms, synchronize
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    for _ in range(warmups):
+        launch()
+    synchronize()
+    start, end = Event(), Event()
+    samples = []
+    try:
+        for _ in range(runs):
+            if flush is not None:
+                flush()
+            start.record(stream)
+            launch()
+            end.record(stream)
+            samples.append(elapsed_ms(start, end))
+    finally:
+        start.close()
+        end.close()
+    return Timing(tuple(samples))
+
+
+# ------------------------------------------------------------------------------------------ configuration
+
+@dataclass(frozen=True)
+class SweepConfig:
+    n: int
+    fma_list: tuple[int, ...]
+    modes: tuple[ModeConfig, ...]
+    runs: int = 7
+    warmups: int = 2
+    flush_l2: bool = False
+    verify: bool = True
+    seed: int = 0
+    preset: str | None = None
+
+    def __post_init__(self):
+        names = [m.name for m in self.modes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"mode columns must be distinct, got {names}; give ModeConfig(name=...)")
+        if not self.fma_list or any(k < 0 for k in self.fma_list):
+            raise ValueError(f"fma_list must hold non-negative counts, got {self.fma_list}")
+        if self.runs < 1 or self.warmups < 0:
+            raise ValueError(f"runs must be >= 1 and warmups >= 0, got {self.runs}, {self.warmups}")
+
+
+def article_modes(threads: int = 256, tiles_per_block: int = 64) -> list[ModeConfig]:
+    return [ModeConfig(m, threads=threads, tiles_per_block=tiles_per_block) for m in ARTICLE_MODES]
+
+
+def preset(name: str, *, sm_count: int = 132, n: int | None = None) -> SweepConfig:
+    """`article`: the article's own configuration (64 blocks of 256 threads); the rings keep its 64 tiles per block,
+    so their speed comes from depth and early release. `hbm`: 1 GiB; the article's modes with 64 tiles per block
+    (4096 blocks), the rings as persistent grids over all SMs."""
+    if name == "article":
+        modes = article_modes() + [
+            ModeConfig("pipeN", threads=256, tiles_per_block=64, stages=8, tiles_per_stage=2),
+            ModeConfig("ws", threads=256, tiles_per_block=64, stages=8, tiles_per_stage=2),
+        ]
+        return SweepConfig(n or ARTICLE_N, ARTICLE_FMA, tuple(modes), runs=7, warmups=2, preset=name)
+    if name == "hbm":
+        n = n or HBM_N
+        return SweepConfig(n, ARTICLE_FMA, tuple(article_modes() + persistent_rings(n, sm_count)),
+                           runs=7, warmups=2, preset=name)
+    raise ValueError(f"unknown preset {name!r}; presets: article, hbm")
+
+
+def persistent_rings(n: int, sm_count: int, *, blocks_per_sm: int = 2, threads: int = 512, stages: int = 6,
+                     tiles_per_stage: int = 4) -> list[ModeConfig]:
+    """pipeN and ws with one run of tiles per block and blocks_per_sm blocks on every SM."""
+    num_tiles = n // 1024
+    per_block = -(-num_tiles // (sm_count * blocks_per_sm))
+    return [ModeConfig(m, threads=threads, tiles_per_block=per_block, stages=stages, tiles_per_stage=tiles_per_stage)
+            for m in ("pipeN", "ws")]
+
+
+# ------------------------------------------------------------------------------------------ results
+
+@dataclass
+class SweepRow:
+    fma_iters: int
+    timings: dict[str, Timing]
+
+
+@dataclass
+class SweepResult:
+    config: SweepConfig
+    rows: list[SweepRow] = field(default_factory=list)
+    device: str = ""
+    verified: bool = False
+
+    @property
+    def mode_names(self) -> list[str]:
+        """Columns in the article's order, then the others in the order they ran."""
+        names = [m.name for m in self.config.modes]
+        return sorted(names, key=lambda n: (ARTICLE_MODES.index(n) if n in ARTICLE_MODES else len(ARTICLE_MODES),
+                                            names.index(n)))
+
+    def speedup(self, row: SweepRow, name: str) -> float | None:
+        if "sync" not in row.timings or name not in row.timings:
+            return None
+        return row.timings["sync"].median / row.timings[name].median
+
+
+def _column_groups(result: SweepResult) -> list[list[str]]:
+    names = result.mode_names
+    return [g for g in ([m for m in names if m in ARTICLE_MODES], [m for m in names if m not in ARTICLE_MODES]) if g]
+
+
+def csv_columns(result: SweepResult) -> list[str]:
+    """The article's columns exactly (fma_iters, <mode>_ms..., speedup_<mode>... vs sync), then the same pair of
+    groups for the other modes, then <mode>_p95_ms for every mode."""
+    has_sync = "sync" in result.mode_names
+    cols = ["fma_iters"]
+    for group in _column_groups(result):
+        cols += [f"{m}_ms" for m in group]
+        if has_sync:
+            cols += [f"speedup_{m}" for m in group if m != "sync"]
+    return cols + [f"{m}_p95_ms" for m in result.mode_names]
+
+
+def csv_text(result: SweepResult) -> str:
+    has_sync = "sync" in result.mode_names
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(csv_columns(result))
+    for row in result.rows:
+        values = [str(row.fma_iters)]
+        for group in _column_groups(result):
+            values += [f"{row.timings[m].median:.6f}" for m in group]
+            if has_sync:
+                values += [f"{result.speedup(row, m):.4f}" for m in group if m != "sync"]
+        values += [f"{row.timings[m].p95:.6f}" for m in result.mode_names]
+        w.writerow(values)
+    return out.getvalue()
+
+
+def table_text(result: SweepResult, fmt: str = "simple") -> str:
+    """The article's table: fma_iters, median ms per mode, speedups vs sync."""
+    from tabulate import tabulate
+
+    names = result.mode_names
+    headers = ["fma_iters"] + [f"{m} ms" for m in names]
+    has_sync = "sync" in names
+    if has_sync:
+        headers += [f"x {m}" for m in names if m != "sync"]
+    body = []
+    for row in result.rows:
+        line = [row.fma_iters] + [f"{row.timings[m].median:.4f}" for m in names]
+        if has_sync:
+            line += [f"{result.speedup(row, m):.3f}" for m in names if m != "sync"]
+        body.append(line)
+    return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True)
+
+
+def markdown_text(result: SweepResult) -> str:
+    c = result.config
+    lines = [f"# drvtma sweep{f' --preset {c.preset}' if c.preset else ''}", ""]
+    if result.device:
+        lines.append(f"- device: {result.device}")
+    lines += [f"- n = {c.n:,} fp32 ({c.n * 4 / 2**20:.0f} MiB), {c.n // 1024} tiles of 4 KiB",
+              f"- median and p95 of {c.runs} launches after {c.warmups} warm-up(s), CUDA events around each launch"
+              + ("; L2 flushed before each" if c.flush_l2 else ""),
+              f"- verification: {'every mode, every fma_iters, per-tile checksums vs NumPy' if result.verified else 'off'}",
+              "- modes:"]
+    lines += [f"  - {m.describe()}: {MODES[m.mode].summary}" for m in c.modes]
+    lines += ["", "Median ms per launch, and speedup = sync / mode:", "", table_text(result, "github"), "",
+              "p95 ms:", ""]
+    from tabulate import tabulate
+
+    names = result.mode_names
+    p95 = [[row.fma_iters] + [f"{row.timings[m].p95:.4f}" for m in names] for row in result.rows]
+    lines += [tabulate(p95, headers=["fma_iters"] + names, tablefmt="github", disable_numparse=True), ""]
+    return "\n".join(lines)
+
+
+def plot_png(result: SweepResult, path) -> bool:
+    """Speedup vs fma_iters as a PNG, when matplotlib is installed; False otherwise."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = [m for m in result.mode_names if m != "sync"]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    xs = [r.fma_iters for r in result.rows]
+    for m in names:
+        ys = [result.speedup(r, m) for r in result.rows]
+        if None not in ys:
+            ax.plot(xs, ys, marker="o", label=m)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("fma_iters")
+    ax.set_ylabel("speedup vs sync")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+# ------------------------------------------------------------------------------------------ running
+
+def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
+    """Upload a random input, then verify and time every mode at every fma_iters (progress lines on `progress`)."""
+    from .driver import device_properties
+    from .modes import B08Runner
+    from .verify import check_same_total, make_input
+
+    def say(text: str) -> None:
+        if progress is not None:
+            print(text, file=progress, flush=True)
+
+    props = device_properties()
+    say(f"sweep: {props.name}, n = {cfg.n:,}, {len(cfg.fma_list)} fma values x {len(cfg.modes)} modes")
+    inp = make_input(cfg.n, cfg.seed)
+    runner = B08Runner.upload(inp)
+    try:
+        if cfg.verify:
+            say("sweep: computing the NumPy reference")
+            runner.reference.prepare(cfg.fma_list)
+            if any(m.spec.tiling == "box" for m in cfg.modes):
+                runner.reference.prepare(cfg.fma_list, tiling="box", tiles_x=runner.tiles_x)
+        result = SweepResult(cfg, device=f"{props.name} ({props.sm_count} SMs, driver {props.driver_version_str})",
+                             verified=cfg.verify)
+        flush = runner.flush_l2 if cfg.flush_l2 else None
+        total = len(cfg.fma_list) * len(cfg.modes)
+        done = 0
+        for fma in cfg.fma_list:
+            timings, raws = {}, {}
+            for mc in cfg.modes:
+                if cfg.verify:
+                    raws[mc.name] = runner.run_checked(mc, fma)
+                timings[mc.name] = time_launches(lambda mc=mc: runner.launch(mc, fma), runs=cfg.runs,
+                                                 warmups=cfg.warmups, flush=flush)
+                runner.status.check(f"{mc.spec.kernel} ({mc.describe()}), timed launches")
+                done += 1
+                say(f"[{done}/{total}] fma_iters={fma} {mc.name}: median {timings[mc.name].median:.4f} ms, "
+                    f"p95 {timings[mc.name].p95:.4f} ms" + (", verified" if cfg.verify else ""))
+            if cfg.verify:
+                check_same_total(raws)
+            result.rows.append(SweepRow(fma, timings))
+        return result
+    finally:
+        runner.close()
+
+
+def write_outputs(result: SweepResult, out_dir, stem: str = "sweep") -> list:
+    """CSV, Markdown and (with matplotlib) PNG under out_dir; returns the paths written."""
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.csv", out / f"{stem}.md"]
+    paths[0].write_text(csv_text(result))
+    paths[1].write_text(markdown_text(result))
+    png = out / f"{stem}.png"
+    if plot_png(result, png):
+        paths.append(png)
+    return paths
