@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drvtma import oracle
-from drvtma.dtypes import FLOAT32, FLOAT_DTYPES
+from drvtma.dtypes import FLOAT32, FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import TensorMapError
 from drvtma.tensormap import OobFill, Swizzle, TensorMapSpec
 from drvtma.testing import DrawChooser, build_coordinates, build_misaligned_coordinates, load_cases
@@ -23,6 +23,17 @@ def _global_bytes(spec: TensorMapSpec, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, spec.extent_bytes, dtype=np.uint8)
 
 
+def _tf32_reference(word: int) -> int:
+    """tf32 load conversion of one fp32 word, written from the field layout (independent of the oracle's)."""
+    sign, exponent, mantissa = word >> 31, (word >> 23) & 0xFF, word & 0x7FFFFF
+    if exponent == 0xFF and mantissa:
+        return 0x7FFFE000
+    kept, dropped = mantissa >> 13, mantissa & 0x1FFF
+    if dropped > 0x1000 or (dropped == 0x1000 and kept & 1):
+        kept += 1  # kept == 0x400 carries into the exponent (0xFF: infinity)
+    return (sign << 31) | ((exponent << 23) + (kept << 13))
+
+
 def _reference_box(spec, global_bytes, coords):
     """Element by element, straight from the model's text: one Python loop per element."""
     s, fill = spec.itemsize, (spec.dtype.nan_fill_bytes() if spec.oob_fill == OobFill.NAN else bytes(spec.itemsize))
@@ -33,7 +44,10 @@ def _reference_box(spec, global_bytes, coords):
         g = [c + jk * e for c, jk, e in zip(coords, j, steps)]
         if all(0 <= gk < n for gk, n in zip(g, spec.shape)):
             off = sum(gk * st_ for gk, st_ in zip(g, spec.strides_bytes))
-            out += bytes(global_bytes[off:off + s])
+            element = bytes(global_bytes[off:off + s])
+            if spec.dtype in TF32_DTYPES:
+                element = _tf32_reference(int.from_bytes(element, "little")).to_bytes(4, "little")
+            out += element
         else:
             out += fill
     return bytes(out)
@@ -89,6 +103,62 @@ def test_nan_fill_is_the_repeated_0x7ff7_pattern(dtype):
     assert values.tobytes() == b"\xf7\x7f" * (values.nbytes // 2)
     if dtype == "float32":
         assert int(values.reshape(-1)[0]) == 0x7FF77FF7
+
+
+def test_tf32_nan_fill_is_written_as_is_not_rounded():
+    # 0x7FF77FF7 is a NaN that rounding would turn into 0x7FFFE000; the engine writes the fill unconverted [seen].
+    for dtype in TF32_DTYPES:
+        spec = TensorMapSpec.create(dtype, (2, 4), (4, 4), oob_fill="nan")
+        g = np.array([0x3F801001, 0x7FC00000, 0x3F800000, 0x00001001] * 2, dtype=np.uint32).view(np.uint8)
+        values = oracle.box_values(spec, g, [(0, 0)])[0]
+        assert values[:2].tolist() == [[0x3F802000, 0x7FFFE000, 0x3F800000, 0x00002000]] * 2
+        assert (values[2:] == 0x7FF77FF7).all()
+
+
+# ---- tf32 conversion on load (H200, driver 580.159.04: input word -> shared-memory word)
+
+_TF32_SEEN = [
+    # the low 13 mantissa bits round to nearest, ties to even
+    (0x3F800001, 0x3F800000), (0x3F800FFF, 0x3F800000), (0x3F801000, 0x3F800000), (0x3F801001, 0x3F802000),
+    (0x3F801FFF, 0x3F802000), (0x3F802FFF, 0x3F802000), (0x3F803000, 0x3F804000), (0x3F803001, 0x3F804000),
+    # denormals round and are not flushed (TFLOAT32_FTZ included)
+    (0x00000001, 0x00000000), (0x00000FFF, 0x00000000), (0x00001000, 0x00000000), (0x00001001, 0x00002000),
+    (0x00003000, 0x00004000),
+    # carries propagate into the exponent
+    (0x807FFFFF, 0x80800000), (0x007FF000, 0x00800000), (0x00800FFF, 0x00800000), (0x00801000, 0x00800000),
+    # overflow to infinity
+    (0x7F7FFFFF, 0x7F800000), (0x7F7FF000, 0x7F800000),
+    # every NaN becomes one canonical NaN, sign dropped; infinities stay
+    (0x7FC00000, 0x7FFFE000), (0x7F800001, 0x7FFFE000), (0x7FBFFFFF, 0x7FFFE000), (0xFFC01234, 0x7FFFE000),
+    (0x7F801000, 0x7FFFE000), (0x7F800000, 0x7F800000), (0xFF800000, 0xFF800000),
+]
+# The same rounding was seen for negative numbers (0xBF80....) and near the top (0x7F00....).
+_TF32_SEEN += [(prefix | (a & 0xFFFF), prefix | (b & 0xFFFF)) for prefix in (0xBF800000, 0x7F000000)
+               for a, b in _TF32_SEEN[:8]]
+
+
+@pytest.mark.parametrize("dtype", [d.name for d in TF32_DTYPES])
+def test_tf32_load_conversion_matches_what_the_h200_wrote(dtype):
+    words = np.array([a for a, _ in _TF32_SEEN], dtype=np.uint32)
+    got = oracle.tma_load_convert(dtype, words)
+    assert got.dtype == np.uint32
+    bad = [f"{a:08x} -> {int(g):08x}, seen {b:08x}" for (a, b), g in zip(_TF32_SEEN, got) if int(g) != b]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float32_ftz", "uint32", "int32"])
+def test_other_4_byte_types_load_their_bits_unchanged(dtype):
+    words = np.array([a for a, _ in _TF32_SEEN], dtype=np.uint32)
+    assert (oracle.tma_load_convert(dtype, words) == words).all()
+
+
+@settings(max_examples=1000)
+@given(st.lists(st.integers(0, (1 << 32) - 1), min_size=1, max_size=64))
+def test_tf32_load_conversion_matches_the_field_by_field_reference(words):
+    got = oracle.tma_load_convert("tfloat32", np.array(words, dtype=np.uint32))
+    assert got.tolist() == [_tf32_reference(w) for w in words]
+    assert (got & 0x1FFF == 0).all()
+    assert (oracle.tma_load_convert("tfloat32", got) == got).all()  # tf32 values load unchanged
 
 
 def test_zero_fill_is_exact_per_element_at_a_partial_edge():

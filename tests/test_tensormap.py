@@ -235,12 +235,28 @@ def test_sm100_swizzle_is_refused_by_name():
     assert err.rule == "sm100_only" and "Blackwell" in str(err)
 
 
-def test_smem_budget_is_checked_against_the_opt_in_limit():
+def test_smem_budget_is_a_driver_rule_at_the_opt_in_limit():
     spec = TensorMapSpec.create("float32", (256, 256, 256), (256, 256, 4), base_address=0x7F0000000000)
     assert spec.smem_bytes == 256 * 256 * 16
     (err,) = validate_all(spec)
     assert err.rule == "smem_budget" and str(232448) in str(err)
-    assert validate_all(spec, smem_limit=1 << 21) == []
+    assert "smem_budget" in DRIVER_RULES and not driver_should_accept([err])
+    # The float64 boxes the H200's driver accepted (229,376 B) and refused (245,760 B).
+    accepted = TensorMapSpec.create("float64", (256, 256, 32), (14, 64, 32), base_address=0x7F0000000000)
+    refused = accepted.replace(box=(15, 64, 32))
+    assert accepted.smem_bytes == 229376 and validate_all(accepted) == []
+    assert refused.smem_bytes == 245760 and [e.rule for e in validate_all(refused)] == ["smem_budget"]
+    # A tighter budget of one's own (several stages in one block).
+    assert [e.rule for e in validate_all(accepted, smem_limit=96 * 1024)] == ["smem_budget"]
+
+
+def test_smem_budget_counts_loaded_elements_and_the_padded_pitch():
+    # boxDim product 8 MiB, but element strides 8 load 32 x 32 rows of 128 B: accepted (as the driver did).
+    strided = TensorMapSpec.create("float32", (256, 256, 32), (256, 256, 32), element_strides=(8, 8, 1))
+    assert strided.smem_bytes == 32 * 32 * 128 and validate_all(strided) == []
+    # 16 B rows padded to a 128 B pitch by the swizzle: 2048 rows x 128 B = 256 KiB.
+    padded = TensorMapSpec.create("float32", (8, 256, 4), (8, 256, 4), swizzle="128B")
+    assert padded.smem_bytes == 262144 and [e.rule for e in validate_all(padded)] == ["smem_budget"]
 
 
 def test_interleave_rank_rule():
