@@ -10,7 +10,9 @@ Where the driver is looser than its documentation, drvtma decides (docs/tensorma
 - a box larger than the tensor: accepted (the load fills the rest; `describe()` says so);
 - INTERLEAVE_32B with a swizzle other than 32B: refused (rule ``interleave_swizzle``) unless
   ``allow_undocumented=True``.
-A box whose shared-memory footprint exceeds 227 KiB is refused by the driver itself (rule ``smem_budget``) [seen].
+The driver itself refuses a box whose loaded elements exceed 228 KiB (rule ``box_bytes``) [seen]; drvtma also refuses
+a box whose shared-memory footprint (rows padded to the swizzle span) exceeds the 227 KiB a block can have (rule
+``smem_budget``): the driver accepts such a map, but no kernel could land the box.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ MAX_DIM = 1 << 32
 MAX_STRIDE_BYTES = 1 << 40  # exclusive
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
-# H100/H200 opt-in shared memory per block. The driver refuses larger boxes: 229,376 B accepted, 245,760 B
-# refused on the H200 [seen]; that its threshold is exactly this value is pinned by tests/test_probe_gpu.py.
+# H100/H200 opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget).
 SMEM_PER_BLOCK_OPTIN_SM90 = 227 * 1024
+# The driver's own limit on one box: prod(ceil(box[k] / elementStrides[k])) * elemsize over every dimension, dim 0
+# included, padding not counted. uint8 boxes of 233,472 B (228 KiB) were accepted and 233,520 B refused on the H200
+# (driver 580.159.04) [seen]; tests/test_probe_gpu.py pins both points.
+DRIVER_BOX_BYTES_LIMIT = 228 * 1024
 TENSOR_MAP_BYTES = 128
 
 
@@ -71,8 +76,9 @@ SM100_ONLY_SWIZZLES = {4: "128B_ATOM_32B", 5: "128B_ATOM_32B_FLIP_8B", 6: "128B_
 # the driver accepts such specs, and tests/test_probe_gpu.py pins that it still does.
 DRIVER_RULES = frozenset({"rank", "enum", "sm100_only", "address_alignment", "dim_range", "stride_alignment",
                           "stride_range", "box_range", "box_inner_bytes", "element_stride_range",
-                          "interleave_rank", "swizzle_span", "nan_fill_type", "smem_budget"})
-DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "interleave_swizzle"})
+                          "interleave_rank", "swizzle_span", "nan_fill_type", "box_bytes"})
+DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "interleave_swizzle",
+                          "smem_budget"})
 ALL_RULES = DRIVER_RULES | DRVTMA_RULES
 
 
@@ -484,21 +490,28 @@ def _check_fill(spec):
                              f"NaN fill needs a floating type; {spec.dtype.name} is not one")
 
 
-def _check_smem(spec, smem_limit: int):
-    """Footprint (loaded rows x row pitch) <= the block's shared memory. The driver enforces it [seen, H200, 580]:
+def driver_box_bytes(spec) -> int:
+    """The box size the driver limits: loaded elements in every dimension (dim 0's element stride counted too,
+    although a load ignores it), times the element size, without swizzle padding [seen]."""
+    return math.prod(-(-b // e) for b, e in zip(spec.box, spec.element_strides)) * spec.itemsize
 
-    it refused every box over 227 KiB the fuzz made (uint32 (256, 256) = 256 KiB, float16 256^5, ...); float64
-    boxes of 229,376 B were accepted and 245,760 B refused; the exact threshold between them was not bisected.
-    The threshold being exactly 227 KiB, and swizzle padding and the whole dim-0 row counting, are predictions
-    that tests/test_probe_gpu.py::test_driver_box_limit_follows_smem_budget checks.
-    """
+
+def _check_smem(spec, smem_limit: int):
+    """The driver's box limit first; then, for boxes the driver takes, whether one fits a block's shared memory."""
+    data = driver_box_bytes(spec)
+    if data > DRIVER_BOX_BYTES_LIMIT:
+        yield TensorMapError("box_bytes", "box", spec.box,
+                             f"load at most {DRIVER_BOX_BYTES_LIMIT} B per box (several smaller boxes, or element "
+                             "strides)",
+                             f"the box loads {data} B; the driver refuses boxes over {DRIVER_BOX_BYTES_LIMIT} B")
+        return
     need = spec.smem_bytes
     if need > smem_limit:
         yield TensorMapError("smem_budget", "box", spec.box,
                              f"shrink the box to at most {smem_limit} B of shared memory (rows x row pitch), or "
                              "load it in several boxes",
-                             f"one box needs {need} B of shared memory, over the {smem_limit} B limit "
-                             f"(the driver refuses boxes over {SMEM_PER_BLOCK_OPTIN_SM90} B)")
+                             f"one box needs {need} B of shared memory (rows padded to the row pitch), over the "
+                             f"{smem_limit} B a block can have; the driver accepts the map, no kernel can land it")
 
 
 def validate_all(spec: TensorMapSpec, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> list[TensorMapError]:

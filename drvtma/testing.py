@@ -174,6 +174,8 @@ def applicable_rules(spec: TensorMapSpec) -> list[str]:
             and all(st % 32 == 0 for st in spec.strides_bytes[:-1])):
         rules.append("interleave_swizzle")
     if spec.rank >= 3 or (spec.rank == 2 and spec.itemsize >= 4):
+        rules.append("box_bytes")
+    if spec.rank >= 3 and spec.interleave == Interleave.NONE:
         rules.append("smem_budget")
     return rules
 
@@ -246,9 +248,12 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
         # Only swizzles whose span fits the current row pitch, so the footprint cannot grow past the budget.
         options = [sw for sw in (Swizzle.NONE, Swizzle.B64, Swizzle.B128) if _SPAN[sw] <= spec.row_pitch_bytes]
         return spec.replace(interleave=Interleave.B32, swizzle=ch.choice(options))
-    if rule == "smem_budget":
+    if rule == "box_bytes":
         return spec.replace(box=(MAX_BOX,) * r, element_strides=(1,) * r, swizzle=Swizzle.NONE,
                             interleave=Interleave.NONE)
+    if rule == "smem_budget":  # 32 KiB of 16-byte rows, each padded to the 128-byte swizzle pitch: 256 KiB
+        return spec.replace(box=(1,) * (r - 3) + (8, MAX_BOX, 16 // s), element_strides=(1,) * r,
+                            swizzle=Swizzle.B128)
     raise ValueError(f"break_rule does not know rule {rule!r}")
 
 

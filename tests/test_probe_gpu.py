@@ -24,7 +24,7 @@ import pytest
 from drvtma import oracle
 from drvtma.dtypes import FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import CudaError, TensorMapError
-from drvtma.tensormap import (SMEM_PER_BLOCK_OPTIN_SM90, TmaParams, TensorMapSpec, driver_should_accept,
+from drvtma.tensormap import (DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, driver_box_bytes, TmaParams, TensorMapSpec, driver_should_accept,
                               encode_tiled, encode_unchecked, validate_all)
 from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coordinates, build_valid_spec,
                             special_float_bits)
@@ -168,35 +168,42 @@ def _bisect_box_limit(address: int) -> tuple[int, int]:
     return sizes[lo], sizes[hi]
 
 
-def test_driver_box_limit_follows_smem_budget(pool):
-    """drvtma's footprint (loaded rows x padded pitch <= 227 KiB) where it differs from other plausible counts."""
+def test_driver_box_limit_is_box_bytes_not_the_footprint(pool):
+    """The driver's box limit (loaded elements <= 228 KiB, rule box_bytes) where it differs from drvtma's own
+    footprint rule (smem_budget: padded rows <= 227 KiB, which the driver does not enforce)."""
     buf, _ = pool
     limit = SMEM_PER_BLOCK_OPTIN_SM90
     cases = {
-        "box of exactly the limit": _uint8_box_spec(limit),
-        "box 16 B over the limit": _uint8_box_spec(limit + 16),
+        "box of exactly the block limit": _uint8_box_spec(limit),
+        "box 16 B over the block limit": _uint8_box_spec(limit + 16),
+        "box of exactly the driver limit": _uint8_box_spec(DRIVER_BOX_BYTES_LIMIT),
+        "box 48 B over the driver limit": _uint8_box_spec(DRIVER_BOX_BYTES_LIMIT + 48),
         # boxDim product 8 MiB, but element strides 8 load 32 x 32 rows of 128 B (the fuzz saw such boxes pass)
         "element strides load 128 KiB of an 8 MiB box": TensorMapSpec.create(
             "float32", (256, 256, 32), (256, 256, 32), element_strides=(8, 8, 1)),
         # 32 KiB of data in 16 B rows, each padded to the 128 B swizzle pitch: 256 KiB of shared memory
         "swizzle padding takes 32 KiB of data to 256 KiB": TensorMapSpec.create(
             "float32", (8, 256, 4), (8, 256, 4), swizzle="128B"),
-        # the dim-0 element stride is ignored: 32 B rows stay 32 B (464,896 B), not 16 B (exactly the limit)
-        "dim-0 element stride 2 does not halve the rows": TensorMapSpec.create(
+        # loads ignore the dim-0 element stride (32 B rows, 464,896 B of shared memory) but the driver's count
+        # halves it (232,448 B): accepted
+        "dim-0 element stride 2 halves the driver's count": TensorMapSpec.create(
             "uint8", (limit // 1024, 64, 32), (limit // 1024, 64, 32), element_strides=(1, 1, 2)),
     }
     outcomes, wrong = {}, []
     for name, spec in cases.items():
         expected = driver_should_accept(validate_all(spec))
         accepted, why = _driver_accepts(spec.tma_params(), buf.ptr)
-        outcomes[name] = {"footprint": spec.smem_bytes, "driver": "accepted" if accepted else why}
+        outcomes[name] = {"box_bytes": driver_box_bytes(spec), "footprint": spec.smem_bytes,
+                          "driver": "accepted" if accepted else why}
         if accepted != expected:
-            wrong.append(f"{name}: drvtma counts {spec.smem_bytes} B and expects the driver to "
+            wrong.append(f"{name}: drvtma counts {driver_box_bytes(spec)} B and expects the driver to "
                          f"{'accept' if expected else 'refuse'}; it {'accepted' if accepted else 'refused'}")
     largest, smallest = _bisect_box_limit(buf.ptr)
-    record("driver_box_limit", limit=limit, largest_accepted=largest, smallest_refused=smallest, cases=outcomes)
-    assert not wrong, "\n".join(wrong) + (f"\nuint8 boxes: the driver accepts {largest} B and refuses {smallest} B "
-                                         "(set SMEM_PER_BLOCK_OPTIN_SM90, or split the rule, accordingly)")
+    record("driver_box_limit", limit=DRIVER_BOX_BYTES_LIMIT, largest_accepted=largest, smallest_refused=smallest,
+           cases=outcomes)
+    assert not wrong, "\n".join(wrong)
+    assert largest <= DRIVER_BOX_BYTES_LIMIT < smallest, (f"uint8 boxes: the driver accepts {largest} B and refuses "
+                                                         f"{smallest} B; DRIVER_BOX_BYTES_LIMIT needs updating")
 
 
 # ---- (b) loads are bit-exact

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from drvtma import dtypes
 from drvtma.errors import TensorMapError
-from drvtma.tensormap import (ALL_RULES, DRIVER_RULES, Interleave, Swizzle, TensorMap, TensorMapSpec,
+from drvtma.tensormap import (ALL_RULES, DRIVER_RULES, driver_box_bytes, Interleave, Swizzle, TensorMap, TensorMapSpec,
                               driver_should_accept, to_tma_order, validate_all)
 from drvtma.testing import (DrawChooser, applicable_rules, break_rule, build_valid_spec, invalid_specs,
                             valid_specs)
@@ -235,19 +235,28 @@ def test_sm100_swizzle_is_refused_by_name():
     assert err.rule == "sm100_only" and "Blackwell" in str(err)
 
 
-def test_smem_budget_is_a_driver_rule_at_the_opt_in_limit():
+def test_box_bytes_is_the_drivers_rule_and_smem_budget_drvtmas():
     spec = TensorMapSpec.create("float32", (256, 256, 256), (256, 256, 4), base_address=0x7F0000000000)
-    assert spec.smem_bytes == 256 * 256 * 16
-    (err,) = validate_all(spec)
-    assert err.rule == "smem_budget" and str(232448) in str(err)
-    assert "smem_budget" in DRIVER_RULES and not driver_should_accept([err])
+    (err,) = validate_all(spec)  # 256 KiB of data: the driver refuses it, so smem_budget is not reported as well
+    assert err.rule == "box_bytes" and str(233472) in str(err)
+    assert "box_bytes" in DRIVER_RULES and not driver_should_accept([err])
     # The float64 boxes the H200's driver accepted (229,376 B) and refused (245,760 B).
     accepted = TensorMapSpec.create("float64", (256, 256, 32), (14, 64, 32), base_address=0x7F0000000000)
     refused = accepted.replace(box=(15, 64, 32))
     assert accepted.smem_bytes == 229376 and validate_all(accepted) == []
-    assert refused.smem_bytes == 245760 and [e.rule for e in validate_all(refused)] == ["smem_budget"]
+    assert refused.smem_bytes == 245760 and [e.rule for e in validate_all(refused)] == ["box_bytes"]
+    # Between the block's 227 KiB and the driver's 228 KiB: the map encodes, no block can hold the box.
+    between = TensorMapSpec.create("uint8", (228, 32, 32), (228, 32, 32))
+    (err,) = validate_all(between)
+    assert err.rule == "smem_budget" and "smem_budget" not in DRIVER_RULES and driver_should_accept([err])
     # A tighter budget of one's own (several stages in one block).
     assert [e.rule for e in validate_all(accepted, smem_limit=96 * 1024)] == ["smem_budget"]
+
+
+def test_driver_box_bytes_counts_the_dim0_element_stride_and_no_padding():
+    halved = TensorMapSpec.create("uint8", (227, 64, 32), (227, 64, 32), element_strides=(1, 1, 2))
+    assert driver_box_bytes(halved) == 232448 and halved.smem_bytes == 464896
+    assert [e.rule for e in validate_all(halved)] == ["smem_budget"]
 
 
 def test_smem_budget_counts_loaded_elements_and_the_padded_pitch():
