@@ -76,8 +76,10 @@ class Module:
             try:
                 handle = call(cu.cuLibraryGetKernel, self.handle, name.encode())
             except CudaError as exc:
-                raise LaunchError(f"kernel {name!r} not found in {self.name} ({exc.name}); "
-                                  "is it declared extern \"C\"?") from None
+                if exc.name != "CUDA_ERROR_NOT_FOUND":  # e.g. a bad image, reported here under lazy loading
+                    raise
+                raise LaunchError(f"kernel {name!r} not found in {self.name}; is it declared extern \"C\"?") \
+                    from None
             self._kernels[name] = Kernel(self, name, handle)
         return self._kernels[name]
 

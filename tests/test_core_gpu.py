@@ -130,8 +130,14 @@ def test_launch_errors_surface_as_cuda_errors(core):
 
 
 def test_garbage_cubin_is_a_cuda_error_naming_the_call(ctx):
-    with pytest.raises(CudaError, match="cuLibraryLoadData: CUDA_ERROR_"):
-        Module(b"this is not a cubin\0" * 8)
+    """Under lazy loading the driver may take the bytes and refuse them at the first kernel lookup."""
+    with pytest.raises(CudaError, match=r"cu(LibraryLoadData|LibraryGetKernel): CUDA_ERROR_"):
+        Module(b"this is not a cubin\0" * 8).kernel("scale_add")
+
+
+def test_unknown_kernel_name_is_a_launch_error(core):
+    with pytest.raises(LaunchError, match="'nope' not found"):
+        core.kernel("nope")
 
 
 def test_buffers_and_modules_release_their_handles(ctx):
