@@ -7,7 +7,8 @@ import sys
 from dataclasses import replace
 
 from .modes import ALL_MODES, ModeConfig
-from .sweep import ARTICLE_FMA, SweepConfig, csv_text, preset, run_sweep, table_text, write_outputs
+from .sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text, targets_text,
+                    write_outputs)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -39,7 +40,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, help="fp32 elements (a multiple of 1024)")
     p.add_argument("--tiles-per-block", type=int, help="tiles per block of the article's modes")
     p.add_argument("--threads", type=int, help="(consumer) threads per block of every mode")
-    p.add_argument("--fma", type=_int_list, help=f"comma-separated fma_iters (default {','.join(map(str, ARTICLE_FMA))})")
+    p.add_argument("--fma", type=_int_list,
+                   help=f"comma-separated fma_iters (default {','.join(map(str, ARTICLE_FMA))})")
     p.add_argument("--runs", type=int, help="timed launches per point")
     p.add_argument("--warmups", type=int, help="untimed launches before them")
     p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
@@ -48,6 +50,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", type=int, help="ring depth of pipeN and ws")
     p.add_argument("--tiles-per-stage", type=int, help="4 KiB tiles per ring stage of pipeN and ws")
     p.add_argument("--ring-tiles-per-block", type=int, help="tiles per block of pipeN and ws")
+    p.add_argument("--split", choices=("thread", "warp"),
+                   help="pipeN and ws: every thread takes elements of every tile, or a warp owns whole tiles")
     p.add_argument("--seed", type=int, help="input seed")
     p.add_argument("--no-verify", action="store_true", help="skip the checked launch (timing only)")
     p.add_argument("--out", help="directory for sweep.csv, sweep.md (and sweep.png with matplotlib)")
@@ -75,6 +79,8 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
                 kw["tiles_per_stage"] = args.tiles_per_stage
             if args.ring_tiles_per_block is not None:
                 kw["tiles_per_block"] = args.ring_tiles_per_block
+            if args.split is not None:
+                kw["split"] = args.split
         elif args.tiles_per_block is not None:
             kw["tiles_per_block"] = args.tiles_per_block
         changed.append(m.with_(**kw) if kw else m)
@@ -93,6 +99,9 @@ def sweep_command(argv: list[str]) -> int:
     cfg = config_from_args(args, sm_count=device_properties().sm_count)
     result = run_sweep(cfg, progress=None if args.quiet else sys.stderr)
     print(table_text(result))
+    for extra in (targets_text(result), reference_text(result)):  # the reference only for its own configuration
+        if extra:
+            print("\n" + extra)
     if args.out:
         for path in write_outputs(result, args.out):
             print(f"wrote {path}", file=sys.stderr)
@@ -115,6 +124,8 @@ def roof_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", type=_int_list, default=(2, 4, 8))
     p.add_argument("--tiles-per-stage", type=_int_list, default=(1, 2, 4, 8))
     p.add_argument("--blocks-per-sm", type=_int_list, default=(1, 2, 4))
+    p.add_argument("--split", choices=("thread", "warp"), default="thread",
+                   help="pipeN and ws: every thread takes elements of every tile, or a warp owns whole tiles")
     p.add_argument("--no-article-modes", action="store_true", help="skip bulk1d, tensor2d and pipe2")
     p.add_argument("--out", help="directory for roof.csv and roof.md")
     p.add_argument("--quiet", action="store_true")
@@ -133,7 +144,8 @@ def bench_command(argv: list[str]) -> int:
 
     result = run_roof(nbytes=args.bytes, runs=args.runs, warmups=args.warmups, threads=args.threads,
                       stages=args.stages, tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm,
-                      article_modes=not args.no_article_modes, progress=None if args.quiet else sys.stderr)
+                      split=args.split, article_modes=not args.no_article_modes,
+                      progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
         from pathlib import Path

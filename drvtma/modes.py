@@ -23,7 +23,7 @@ TRACE_POISON = 0xFFFFFFFF
 
 # Barrier ids and call sites the kernels write into DrvtmaStatus (b08_tile.cuh).
 BARRIER_NAMES = {0: "full", 1: "empty"}
-SITE_NAMES = {1: "consumer wait on a full barrier", 2: "producer wait on an empty barrier"}
+SITE_NAMES = {1: "a consumer's wait on a full barrier", 2: "the producer's wait on an empty barrier"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,10 @@ class ModeConfig:
     """One launch shape of a mode. ``threads`` counts consumer threads (ws adds its producer warp).
 
     ``stages``/``tiles_per_stage`` apply to the ring modes; pipe2 has two one-tile stages, the others one tile.
-    ``fault`` builds a deliberately broken ring (tests); ``wait_timeout_ns`` bounds every mbarrier wait.
+    ``split`` (ring modes): "thread", every consumer thread takes elements of every tile, as the article's kernels
+    do; or "warp", each consumer warp owns whole tiles of a fill (same FMAs per element, one wait, reduction and
+    release per owned tile). ``fault`` builds a deliberately broken ring (tests); ``wait_timeout_ns`` bounds every
+    mbarrier wait.
     """
 
     mode: str
@@ -79,6 +82,7 @@ class ModeConfig:
     tiles_per_block: int = 64
     stages: int | None = None
     tiles_per_stage: int | None = None
+    split: str = "thread"
     fault: str | None = None
     wait_timeout_ns: int | None = None
     name: str | None = None  # column name in sweeps; the mode's name by default
@@ -116,6 +120,11 @@ class ModeConfig:
         if self.smem_bytes + STATIC_SMEM_RESERVE > SMEM_PER_BLOCK_OPTIN:
             raise LaunchError(f"{self.mode}: a ring of {self.stages} x {self.tiles_per_stage} tiles needs "
                               f"{self.smem_bytes} B of shared memory; a block has {SMEM_PER_BLOCK_OPTIN} B")
+        if self.split not in ("thread", "warp"):
+            raise LaunchError(f"split must be 'thread' or 'warp', got {self.split!r}")
+        if self.split == "warp" and not self.spec.ring:
+            raise LaunchError(f"{self.mode} splits every tile among all its threads; only pipeN and ws take "
+                              "split='warp'")
         if self.fault is not None:
             allowed = FAULTS_BY_MODE.get(self.mode, ())
             if self.fault not in allowed:
@@ -132,6 +141,11 @@ class ModeConfig:
     @property
     def consumer_warps(self) -> int:
         return self.threads // 32
+
+    @property
+    def sum_slots(self) -> int:
+        """Checksum pairs the kernel writes per tile: one per consumer warp, or one when a warp owns the tile."""
+        return 1 if self.split == "warp" else self.consumer_warps
 
     @property
     def stage_bytes(self) -> int:
@@ -152,6 +166,8 @@ class ModeConfig:
 
     def defines(self) -> dict:
         d = {"B08_THREADS": self.threads}
+        if self.split == "warp":
+            d["B08_WARP_TILES"] = 1
         if self.fault is not None:
             d["DRVTMA_FAULT"] = FAULTS[self.fault]
         if self.wait_timeout_ns is not None:
@@ -163,6 +179,8 @@ class ModeConfig:
                  f"{self.tiles_per_block} tiles/block"]
         if self.spec.ring:
             parts.insert(0, f"{self.stages} stages x {self.tiles_per_stage} tile(s)")
+            if self.split == "warp":
+                parts.append("warp-owned tiles")
         if self.fault:
             parts.append(f"fault {self.fault}")
         return f"{self.name}: " + ", ".join(parts)
@@ -294,7 +312,7 @@ class B08Runner:
     def sums_buffer(self, cfg: ModeConfig):
         from .driver import DeviceBuffer
 
-        need = self.num_tiles * cfg.consumer_warps * 8
+        need = self.num_tiles * cfg.sum_slots * 8
         if self._sums is None or self._sums.nbytes < need:
             if self._sums is not None:
                 self._sums.close()
@@ -359,8 +377,8 @@ class B08Runner:
         self.status.reset()
         self.launch(cfg, fma_iters, trace=trace)
         synchronize()
-        self.status.check(f"{cfg.spec.kernel} ({cfg.describe()})")
-        raw = sums.download(np.uint32, (self.num_tiles, cfg.consumer_warps, 2))
+        self.check_status(cfg)
+        raw = sums.download(np.uint32, (self.num_tiles, cfg.sum_slots, 2))
         if verify:
             if self.reference is None:
                 raise LaunchError("this runner has no reference input; build it with B08Runner.upload")
@@ -369,6 +387,17 @@ class B08Runner:
                                                   tiles_x=self.tiles_x if tiling == "box" else None)
             check_tile_sums(cfg.name, raw, exp_in, exp_out, fma_iters=fma_iters)
         return raw
+
+    def check_status(self, cfg: ModeConfig, when: str = "") -> None:
+        """Raise BarrierTimeout (naming the kernel, its shape and which wait) if a launch since reset() timed out."""
+        from .errors import BarrierTimeout
+
+        try:
+            self.status.check(cfg.spec.kernel)
+        except BarrierTimeout as e:
+            where = SITE_NAMES.get(e.where, f"site {e.where}")
+            label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''}; {where})"
+            raise BarrierTimeout(label, e.block, e.barrier, e.stage, e.parity, e.count, e.where) from None
 
     def flush_l2(self) -> None:
         """Evict the input from L2 by writing a buffer twice its size."""

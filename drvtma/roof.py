@@ -40,7 +40,7 @@ class RoofPoint:
 
 
 def ring_configs(num_tiles: int, sm_count: int, *, threads: int = 256, stages=(2, 4, 8), tiles_per_stage=(1, 2, 4, 8),
-                 blocks_per_sm=(1, 2, 4)) -> list[tuple[ModeConfig, int]]:
+                 blocks_per_sm=(1, 2, 4), split: str = "thread") -> list[tuple[ModeConfig, int]]:
     """(config, blocks per SM) of pipeN and ws that fit an SM's shared memory and threads, as persistent grids."""
     out = []
     for mode in ("pipeN", "ws"):
@@ -55,7 +55,7 @@ def ring_configs(num_tiles: int, sm_count: int, *, threads: int = 256, stages=(2
                     if bps * (ring + STATIC_SMEM_RESERVE + 1024) > SMEM_PER_SM:
                         continue
                     out.append((ModeConfig(mode, threads=threads, tiles_per_block=per_block, stages=k,
-                                           tiles_per_stage=t), bps))
+                                           tiles_per_stage=t, split=split), bps))
     return out
 
 
@@ -127,7 +127,7 @@ def measure_tma(runner, configs, runs: int, warmups: int, progress=None) -> list
     for i, (cfg, bps) in enumerate(configs):
         runner.run_checked(cfg, 0)  # also sets the kernel's shared-memory opt-in, which residency needs
         t = time_launches(lambda: runner.launch(cfg, 0), runs=runs, warmups=warmups)
-        runner.status.check(f"{cfg.spec.kernel} ({cfg.describe()}), timed launches")
+        runner.check_status(cfg, "timed launches")
         fits, regs = residency(runner.kernel(cfg), cfg.block_threads, cfg.smem_bytes)
         register_bound = blocks_by_registers(regs, cfg.block_threads) <= min(bps, fits) < bps
         bps = min(bps, fits)
@@ -204,7 +204,7 @@ class RoofResult:
 
 
 def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads: int = 256, stages=(2, 4, 8),
-             tiles_per_stage=(1, 2, 4, 8), blocks_per_sm=(1, 2, 4), article_modes: bool = True,
+             tiles_per_stage=(1, 2, 4, 8), blocks_per_sm=(1, 2, 4), split: str = "thread", article_modes: bool = True,
              progress=sys.stderr) -> RoofResult:
     from .driver import device_properties
     from .modes import B08Runner
@@ -222,7 +222,7 @@ def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads:
         word_sum = int(inp.data.view(np.uint32).sum(dtype=np.uint32))
         read_points = measure_read_kernel(runner, props.sm_count, runs, warmups, word_sum)
         configs = ring_configs(runner.num_tiles, props.sm_count, threads=threads, stages=stages,
-                               tiles_per_stage=tiles_per_stage, blocks_per_sm=blocks_per_sm)
+                               tiles_per_stage=tiles_per_stage, blocks_per_sm=blocks_per_sm, split=split)
         if article_modes:
             # 64 tiles per block as in the article: many blocks, up to 8 resident per SM
             configs = [(ModeConfig(m, threads=threads, tiles_per_block=64), 8)

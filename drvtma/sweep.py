@@ -7,8 +7,8 @@ Formatting works on any `SweepResult`, so it is tested on the CPU with synthetic
 
 from __future__ import annotations
 
-import io
 import csv
+import io
 import math
 import sys
 from dataclasses import dataclass, field
@@ -18,6 +18,23 @@ from .modes import ARTICLE_MODES, MODES, ModeConfig
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304
 HBM_N = 1 << 28  # 1 GiB of fp32
+
+
+# The article's own program on this project's H200 (shared/docs/seed-b08-on-h200.md): median ms per launch.
+REFERENCE_H200_MS = {
+    1: (0.035584, 0.041728, 0.047840, 0.034592), 2: (0.038432, 0.045952, 0.050656, 0.038496),
+    4: (0.044896, 0.052992, 0.057248, 0.045504), 8: (0.059360, 0.067872, 0.071872, 0.061056),
+    16: (0.086272, 0.094784, 0.100288, 0.089184), 32: (0.142080, 0.154240, 0.158400, 0.147232),
+    64: (0.253952, 0.269856, 0.273760, 0.262976), 128: (0.476512, 0.499936, 0.505824, 0.494240),
+    256: (0.924384, 0.964800, 0.969440, 0.959872),
+}
+# The article's RTX 5090 speedups vs sync (bulk1d, tensor2d, pipe2), from its table.
+ARTICLE_5090_SPEEDUP = {
+    1: (1.052, 0.913, 1.688), 2: (0.970, 0.859, 1.521), 4: (0.952, 0.860, 1.419), 8: (0.992, 0.893, 1.258),
+    16: (0.979, 0.922, 1.183), 32: (0.981, 0.937, 1.114), 64: (0.991, 0.964, 1.060), 128: (0.996, 0.980, 1.034),
+    256: (0.998, 0.991, 1.019),
+}
+REFERENCE_TOLERANCE = 0.10
 
 
 # ------------------------------------------------------------------------------------------ timing
@@ -110,10 +127,10 @@ def preset(name: str, *, sm_count: int = 132, n: int | None = None) -> SweepConf
     so their speed comes from depth and early release. `hbm`: 1 GiB; the article's modes with 64 tiles per block
     (4096 blocks), the rings as persistent grids over all SMs."""
     if name == "article":
+        # A fill of 8 tiles gives each of the 8 consumer warps one tile; 4 fills = half a block's 256 KiB in flight.
         modes = article_modes() + [
-            ModeConfig("pipeN", threads=256, tiles_per_block=64, stages=8, tiles_per_stage=2),
-            ModeConfig("ws", threads=256, tiles_per_block=64, stages=8, tiles_per_stage=2),
-        ]
+            ModeConfig(m, threads=256, tiles_per_block=64, stages=4, tiles_per_stage=8, split="warp")
+            for m in ("pipeN", "ws")]
         return SweepConfig(n or ARTICLE_N, ARTICLE_FMA, tuple(modes), runs=7, warmups=2, preset=name)
     if name == "hbm":
         n = n or HBM_N
@@ -218,7 +235,8 @@ def markdown_text(result: SweepResult) -> str:
     lines += [f"- n = {c.n:,} fp32 ({c.n * 4 / 2**20:.0f} MiB), {c.n // 1024} tiles of 4 KiB",
               f"- median and p95 of {c.runs} launches after {c.warmups} warm-up(s), CUDA events around each launch"
               + ("; L2 flushed before each" if c.flush_l2 else ""),
-              f"- verification: {'every mode, every fma_iters, per-tile checksums vs NumPy' if result.verified else 'off'}",
+              "- verification: " + ("every mode, every fma_iters, per-tile checksums vs NumPy" if result.verified
+                                    else "off"),
               "- modes:"]
     lines += [f"  - {m.describe()}: {MODES[m.mode].summary}" for m in c.modes]
     lines += ["", "Median ms per launch, and speedup = sync / mode:", "", table_text(result, "github"), "",
@@ -228,6 +246,83 @@ def markdown_text(result: SweepResult) -> str:
     names = result.mode_names
     p95 = [[row.fma_iters] + [f"{row.timings[m].p95:.4f}" for m in names] for row in result.rows]
     lines += [tabulate(p95, headers=["fma_iters"] + names, tablefmt="github", disable_numparse=True), ""]
+    targets = targets_text(result)
+    if targets:
+        lines += ["Targets:", "", *[f"- {t}" for t in targets.splitlines()], ""]
+    ref = reference_text(result, "github")
+    if ref:
+        lines += [ref, ""]
+    speedups = [[row.fma_iters, *[f"{x:.3f}" for x in ARTICLE_5090_SPEEDUP[row.fma_iters]],
+                 *[f"{result.speedup(row, m):.3f}" for m in ARTICLE_MODES[1:]]]
+                for row in result.rows if row.fma_iters in ARTICLE_5090_SPEEDUP
+                and all(m in row.timings for m in ARTICLE_MODES)]
+    if speedups:
+        lines += ["Speedup vs sync: the article's RTX 5090 table next to this run:", "",
+                  tabulate(speedups, headers=["fma_iters", "5090 bulk1d", "5090 tensor2d", "5090 pipe2",
+                                              "bulk1d", "tensor2d", "pipe2"], tablefmt="github",
+                           disable_numparse=True), ""]
+    return "\n".join(lines)
+
+
+def matches_reference(cfg: SweepConfig) -> bool:
+    """True when the article's modes ran exactly as the reference program did (n, 256 threads, 64 tiles/block)."""
+    article = [m for m in cfg.modes if m.mode in ARTICLE_MODES]
+    return cfg.n == ARTICLE_N and bool(article) and all(m.threads == 256 and m.tiles_per_block == 64 for m in article)
+
+
+def reference_rows(result: SweepResult) -> list[list]:
+    """Per fma_iters in the reference: drvtma ms / the article program's ms on the H200, for each article mode."""
+    rows = []
+    for row in result.rows:
+        ref = REFERENCE_H200_MS.get(row.fma_iters)
+        if ref is None:
+            continue
+        line = [row.fma_iters]
+        for m, ref_ms in zip(ARTICLE_MODES, ref):
+            line.append(row.timings[m].median / ref_ms if m in row.timings else None)
+        rows.append(line)
+    return rows
+
+
+def reference_text(result: SweepResult, fmt: str = "simple") -> str:
+    """drvtma's article modes against the article's program on the H200; ratios off by more than 10% marked *."""
+    from tabulate import tabulate
+
+    rows = reference_rows(result) if matches_reference(result.config) else []
+    if not rows:
+        return ""
+    body, off = [], 0
+    for line in rows:
+        cells = [line[0]]
+        for r in line[1:]:
+            if r is None:
+                cells.append("")
+                continue
+            flag = abs(r - 1) > REFERENCE_TOLERANCE
+            off += flag
+            cells.append(f"{r:.3f}{' *' if flag else ''}")
+        body.append(cells)
+    head = ("drvtma ms / ms of the article's program on the H200 (shared/docs/seed-b08-on-h200.md); "
+            f"* = more than {REFERENCE_TOLERANCE:.0%} apart ({off} such cell(s)):")
+    return head + "\n" + tabulate(body, headers=["fma_iters", *ARTICLE_MODES], tablefmt=fmt, disable_numparse=True)
+
+
+def targets_text(result: SweepResult) -> str:
+    """Issue 5's checks on this run: the best ring mode's speedup at the lowest fma_iters (wanted >= 3x), and the
+    modes more than 5% slower than sync at the highest (wanted: none)."""
+    if len(result.rows) < 2 or "sync" not in result.mode_names:
+        return ""
+    low, high = result.rows[0], result.rows[-1]
+    lines = []
+    rings = [m for m in result.mode_names if m not in ARTICLE_MODES]
+    if rings:
+        best = max(rings, key=lambda m: result.speedup(low, m))
+        x = result.speedup(low, best)
+        lines.append(f"fma_iters={low.fma_iters}: best ring mode {best} at {x:.2f}x sync "
+                     f"({'meets' if x >= 3 else 'misses'} the 3x target)")
+    slow = [f"{m} ({result.speedup(high, m):.3f}x)" for m in result.mode_names
+            if m != "sync" and result.speedup(high, m) < 1 / 1.05]
+    lines.append(f"fma_iters={high.fma_iters}: modes more than 5% slower than sync: {', '.join(slow) or 'none'}")
     return "\n".join(lines)
 
 
@@ -292,7 +387,7 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
                     raws[mc.name] = runner.run_checked(mc, fma)
                 timings[mc.name] = time_launches(lambda mc=mc: runner.launch(mc, fma), runs=cfg.runs,
                                                  warmups=cfg.warmups, flush=flush)
-                runner.status.check(f"{mc.spec.kernel} ({mc.describe()}), timed launches")
+                runner.check_status(mc, "timed launches")
                 done += 1
                 say(f"[{done}/{total}] fma_iters={fma} {mc.name}: median {timings[mc.name].median:.4f} ms, "
                     f"p95 {timings[mc.name].p95:.4f} ms" + (", verified" if cfg.verify else ""))

@@ -204,10 +204,11 @@ class Reference:
 # ------------------------------------------------------------------------------------------ comparison
 
 def fold_warps(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[tiles, warps, 2] uint32 as the kernel wrote it -> (input sums, result sums) per tile, wrapping."""
+    """[tiles, slots, 2] uint32 as the kernel wrote it (a slot per consumer warp, or one when a warp owns the
+    tile) -> (input sums, result sums) per tile, wrapping."""
     raw = np.asarray(raw, dtype=np.uint32)
     if raw.ndim != 3 or raw.shape[2] != 2:
-        raise ValueError(f"kernel sums must have shape [tiles, warps, 2], got {raw.shape}")
+        raise ValueError(f"kernel sums must have shape [tiles, slots, 2], got {raw.shape}")
     return raw[:, :, 0].sum(axis=1, dtype=np.uint32), raw[:, :, 1].sum(axis=1, dtype=np.uint32)
 
 

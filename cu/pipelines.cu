@@ -1,0 +1,185 @@
+// Deeper pipelines than the article's pipe2: a k-stage ring filled by 1D bulk copies, and a warp-specialized
+// producer/consumer ring. Same consumer work and checksums as cu/b08_modes.cu.
+//   pipe_ring  all warps consume; warp 0's elected lane refills a stage as soon as every thread has copied its
+//              elements out (one full mbarrier per stage, a CTA barrier as the release)
+//   ws_ring    one producer warp (the last) waits on "empty" barriers and issues copies; consumer warps wait on
+//              "full" barriers and release stages early (once their elements are in registers)
+// A stage holds `tiles_per_stage` tiles; an iteration is one stage fill. Optional trace: per wait, the stage,
+// the parity and the first tile, for drvtma/ring.py's model to check.
+//
+// DRVTMA_FAULT selects a deliberately broken protocol (tests expect a BarrierTimeout, never a hang):
+//   1 expect_tx too low, 2 expect_tx too high, 3 a missing arrive (pipe_ring: the first fill's; ws_ring: the first
+//   consumer warp's release of its first stage), 4 wrong starting parity of the producer (ws_ring only).
+#include <drvtma/b08_tile.cuh>
+
+#ifndef DRVTMA_FAULT
+#define DRVTMA_FAULT 0
+#endif
+
+constexpr int kMaxStages = 16;
+
+// Bytes announced for a fill of `bytes`: 8 off either way is never reached by 16-byte-granular completions.
+__device__ __forceinline__ u32 announced_tx(u32 bytes) {
+    if (DRVTMA_FAULT == 1) return bytes - 8;
+    if (DRVTMA_FAULT == 2) return bytes + 8;
+    return bytes;
+}
+
+// trace[(block * roles + role) * capacity + iteration] = {stage | parity << 16, first tile of the fill}
+__device__ __forceinline__ void record_wait(uint2* trace, int roles, int role, int capacity, int i, int stage,
+                                            u32 parity, long long tile) {
+    if (trace != nullptr && i < capacity) {
+        const long long row = (long long)blockIdx.x * roles + role;
+        trace[row * capacity + i] = make_uint2(u32(stage) | (parity << 16), u32(tile));
+    }
+}
+
+__device__ __forceinline__ int fill_tiles(int i, int tiles_per_stage, int count) {
+    const int left = count - i * tiles_per_stage;
+    return left < tiles_per_stage ? left : tiles_per_stage;
+}
+
+// Consume the n tiles of one fill at `base` (global tile index tile0 onwards). `release()` runs once per consumer,
+// block- or warp-uniformly, right after its last shared-memory read of the fill and before the compute on it.
+template <typename Release>
+__device__ __forceinline__ void consume_fill(const float* base, long long tile0, int n, int fma_iters,
+                                             TilePublisher& pub, Release release) {
+    const int tid = threadIdx.x, warp = tid >> 5;
+    if constexpr (kWarpTiles) {
+        const int rounds = (n + kConsumerWarps - 1) / kConsumerWarps;
+        for (int r = 0; r < rounds; ++r) {
+            const int j = r * kConsumerWarps + warp;
+            const bool mine = j < n;  // warp-uniform
+            WarpShare share;
+            if (mine) share.load(base + j * kTileElems, tid & 31);
+            if (r == rounds - 1) release();
+            if (mine) {
+                u32 in_sum, out_sum;
+                share.compute(tid & 31, linear_tile(tile0 + j), fma_iters, in_sum, out_sum);
+                pub.push(tile0 + j, in_sum, out_sum);
+            }
+        }
+    } else {
+        for (int j = 0; j < n; ++j) {
+            ThreadShare share;
+            share.load(base + j * kTileElems, tid);
+            if (j == n - 1) release();
+            u32 in_sum, out_sum;
+            share.compute(tid, linear_tile(tile0 + j), fma_iters, in_sum, out_sum);
+            pub.push(tile0 + j, in_sum, out_sum);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(kConsumerThreads)
+pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int tiles_per_block, int fma_iters,
+          int stages, int tiles_per_stage, DrvtmaStatus* status, uint2* trace, int trace_capacity) {
+    extern __shared__ __align__(128) float ring[];  // stages * tiles_per_stage tiles
+    __shared__ alignas(8) u64 full[kMaxStages];
+    long long first;
+    int count;
+    block_tiles(num_tiles, tiles_per_block, first, count);
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
+    const int stage_elems = tiles_per_stage * kTileElems;
+    if (tid == 0) {
+        for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
+        mbar_fence_init();
+    }
+    __syncthreads();
+    const bool issuer = is_issuer();
+    TilePublisher pub(sums, kWarpTiles ? 0 : warp);
+    auto issue = [&](int i, int s) {
+        const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
+        if (DRVTMA_FAULT == 3 && i == 0) {
+            mbar_expect_tx(&full[s], bytes);  // the arrive is missing: the first fill's phase never completes
+        } else {
+            mbar_arrive_expect_tx(&full[s], announced_tx(bytes));
+        }
+        bulk_load(ring + s * stage_elems, in + (first + (long long)i * tiles_per_stage) * kTileElems, bytes, &full[s]);
+    };
+    if (issuer) {
+        for (int i = 0; i < stages && i < iters; ++i) issue(i, i);
+    }
+    int stage = 0;
+    u32 phase = 0;
+    for (int i = 0; i < iters; ++i) {
+        if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
+        const long long tile0 = first + (long long)i * tiles_per_stage;
+        if ((tid & 31) == 0) record_wait(trace, kConsumerWarps, warp, trace_capacity, i, stage, phase, tile0);
+        // Early release: once every thread holds its elements of the fill in registers, the refill may start.
+        consume_fill(ring + stage * stage_elems, tile0, fill_tiles(i, tiles_per_stage, count), fma_iters, pub, [&] {
+            __syncthreads();
+            if (issuer && i + stages < iters) issue(i + stages, stage);
+        });
+        if (++stage == stages) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    pub.flush();
+}
+
+// Block = kConsumerThreads consumer threads + one producer warp (the last).
+extern "C" __global__ void __launch_bounds__(kConsumerThreads + 32)
+ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int tiles_per_block, int fma_iters,
+        int stages, int tiles_per_stage, DrvtmaStatus* status, uint2* trace, int trace_capacity) {
+    extern __shared__ __align__(128) float ring[];
+    __shared__ alignas(8) u64 full[kMaxStages];
+    __shared__ alignas(8) u64 empty[kMaxStages];
+    long long first;
+    int count;
+    block_tiles(num_tiles, tiles_per_block, first, count);
+    const int tid = threadIdx.x, warp = tid >> 5;
+    const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
+    const int stage_elems = tiles_per_stage * kTileElems;
+    constexpr int kRoles = kConsumerWarps + 1;  // trace rows: consumer warps, then the producer
+    if (tid == 0) {
+        for (int s = 0; s < stages; ++s) {
+            mbar_init(&full[s], 1);                 // the producer's arrive_expect_tx
+            mbar_init(&empty[s], kConsumerWarps);  // one arrive per consumer warp
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (warp == kConsumerWarps) {  // producer warp
+        if (!elect_one()) return;
+        int stage = 0;
+        u32 phase = 0;
+        for (int i = 0; i < iters; ++i) {
+            // Empty barriers start on phase 1, which a fresh barrier reports complete: the first lap never waits.
+            const u32 parity = (DRVTMA_FAULT == 4) ? phase : phase ^ 1;
+            if (!mbar_wait(&empty[stage], parity, status, kBarEmpty, stage, kSiteProducerWait)) return;
+            const long long tile0 = first + (long long)i * tiles_per_stage;
+            record_wait(trace, kRoles, kConsumerWarps, trace_capacity, i, stage, parity, tile0);
+            const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
+            mbar_arrive_expect_tx(&full[stage], announced_tx(bytes));
+            bulk_load(ring + stage * stage_elems, in + tile0 * kTileElems, bytes, &full[stage]);
+            if (++stage == stages) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        return;
+    }
+
+    TilePublisher pub(sums, kWarpTiles ? 0 : warp);
+    int stage = 0;
+    u32 phase = 0;
+    for (int i = 0; i < iters; ++i) {
+        if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
+        const long long tile0 = first + (long long)i * tiles_per_stage;
+        if ((tid & 31) == 0) record_wait(trace, kRoles, warp, trace_capacity, i, stage, phase, tile0);
+        consume_fill(ring + stage * stage_elems, tile0, fill_tiles(i, tiles_per_stage, count), fma_iters, pub, [&] {
+            __syncwarp();  // every lane's shared-memory reads of the stage precede the release
+            const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
+            if ((tid & 31) == 0 && !skip) mbar_arrive(&empty[stage]);
+        });
+        if (++stage == stages) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+    pub.flush();
+}
