@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import operator
 import struct
 import threading
@@ -137,6 +138,7 @@ class ArgPacker:
         self.pointers_address = self._pointers.ctypes.data
         self._last: tuple = ()
         self._by_value: list = []
+        self._buffers: list = []
 
     def pack(self, args) -> int:
         """Write args into the image; return the address of the argument-pointer array (kernelParams)."""
@@ -148,15 +150,21 @@ class ArgPacker:
             # so the image still holds them; by-value objects (a TensorMap can change its address) are re-copied.
             for address_of, offset, size in self._by_value:
                 ctypes.memmove(self._image_addr + offset, address_of()[0], size)
+            for i, buf in self._buffers:
+                if buf.closed:
+                    raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
             return self.pointers_address
-        self._last, by_value = (), []
+        self._last, by_value, buffers = (), [], []
         view, pack_into = self._view, struct.pack_into
         for i, arg in enumerate(args):  # one inlined loop: this is the hot path of every launch
             offset, size = self.params[i]
             if isinstance(arg, DeviceBuffer):
                 if size != 8:
                     raise self._mismatch(i, size, "a device pointer (8 bytes)")
+                if arg.closed:
+                    raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
                 pack_into("<Q", view, offset, arg.ptr)
+                buffers.append((i, arg))
             elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
                 fmt = _INT_FORMATS.get(size)
                 if fmt is None:
@@ -183,7 +191,7 @@ class ArgPacker:
             else:
                 raise LaunchError(f"{self.kernel_name}: argument {i} has unsupported type {type(arg).__name__}; "
                                   "pass an int, float, numpy scalar, DeviceBuffer or TensorMap")
-        self._last, self._by_value = tuple(args), by_value
+        self._last, self._by_value, self._buffers = tuple(args), by_value, buffers
         return self.pointers_address
 
     def _mismatch(self, i: int, size: int, got: str) -> LaunchError:
@@ -198,7 +206,7 @@ class Kernel:
         self.params = self._param_info()
         self.packer = ArgPacker(name, self.params)
         self._function = call(cu.cuKernelGetFunction, handle)
-        self._smem_optin = _STATIC_SMEM_LIMIT
+        self._smem_optin = 0  # the dynamic cap drvtma has raised so far
         self._configs: dict[tuple, object] = {}
 
     def _param_info(self) -> list[tuple[int, int]]:
@@ -214,13 +222,24 @@ class Kernel:
         """The CUfunction for the current context (for a bare cuLaunchKernel)."""
         return self._function
 
+    @functools.cached_property
+    def static_shared_bytes(self) -> int:
+        """Shared memory the kernel declares itself (`__shared__`), on top of the dynamic amount of a launch."""
+        attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+        return int(call(cu.cuKernelGetAttribute, attr, self.handle, context().device))
+
     def _ensure_smem(self, nbytes: int) -> None:
+        """Raise the dynamic shared-memory cap when static + dynamic passes 48 KiB (the driver refuses the launch
+        with a bare CUDA_ERROR_INVALID_VALUE otherwise), after checking the total against the device."""
         if nbytes <= self._smem_optin:
             return
+        total = nbytes + self.static_shared_bytes
         limit = context().properties.smem_per_block_optin
-        if nbytes > limit:
-            raise LaunchError(f"{self.name}: {nbytes} B of dynamic shared memory exceeds the device's "
-                              f"{limit} B per block")
+        if total > limit:
+            raise LaunchError(f"{self.name}: {nbytes} B of dynamic shared memory + {self.static_shared_bytes} B "
+                              f"static exceeds the device's {limit} B per block")
+        if total <= _STATIC_SMEM_LIMIT:
+            return
         attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         call(cu.cuKernelSetAttribute, attr, nbytes, self.handle, context().device)
         self._smem_optin = nbytes

@@ -148,6 +148,19 @@ def test_packer_repacks_what_changed_and_recopies_maps_every_time():
     assert int.from_bytes(p.image.tobytes()[128:132], "little") == 12345
 
 
+def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
+    from drvtma.driver import DeviceBuffer
+
+    buf = DeviceBuffer.__new__(DeviceBuffer)  # a stand-in: no GPU here, only its pointer and its closed state
+    buf.ptr, buf.nbytes = 0x1000, 16
+    buf._free = type("Alive", (), {"alive": True})()
+    p = ArgPacker("k", [(0, 8)])
+    p.pack((buf,))
+    buf._free.alive = False
+    with pytest.raises(LaunchError, match="argument 0 is a closed DeviceBuffer"):
+        p.pack((buf,))
+
+
 @pytest.mark.parametrize("args, match", [
     ((1, 2), "takes 8 argument"),
     ((FakeMap(bytes(64)), 1, 1.0, 1, 1, 1.0, 1, 1), "argument 0 is a 128-byte parameter.*64 bytes"),

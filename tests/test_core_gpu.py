@@ -153,3 +153,13 @@ def test_buffers_and_modules_release_their_handles(ctx):
     mod = Module.load("core_roundtrip.cu")
     mod.close()
     mod.close()
+
+
+def test_static_shared_memory_counts_towards_the_48_kib_opt_in(core):
+    """tma_box_and_bulk declares an mbarrier: 48 KiB of dynamic memory on top needs the opt-in attribute."""
+    k = load_module("core_roundtrip.cu", defines={"DRVTMA_TEST_VARIANT": 1}).kernel("tma_box_and_bulk")
+    assert k.static_shared_bytes > 0
+    with DeviceBuffer(4096) as buf, StatusBuffer() as status:
+        tmap = _encode_2d_f32(buf, 4, 64, 32, 1)
+        k.launch(tmap, 32, 0, buf, 16, 128 + 16, buf, buf, status, grid=1, block=32, shared_mem=48 * 1024)
+        status.check("tma_box_and_bulk")
