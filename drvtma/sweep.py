@@ -139,9 +139,10 @@ def preset(name: str, *, sm_count: int = 132, n: int | None = None) -> SweepConf
     raise ValueError(f"unknown preset {name!r}; presets: article, hbm")
 
 
-def persistent_rings(n: int, sm_count: int, *, blocks_per_sm: int = 2, threads: int = 512, stages: int = 6,
+def persistent_rings(n: int, sm_count: int, *, blocks_per_sm: int = 4, threads: int = 256, stages: int = 2,
                      tiles_per_stage: int = 4) -> list[ModeConfig]:
-    """pipeN and ws with one run of tiles per block and blocks_per_sm blocks on every SM."""
+    """pipeN and ws with one run of tiles per block and blocks_per_sm blocks on every SM. The default shape is the
+    best of `drvtma bench roof` on the H200 (2 stages of 16 KiB, 4 blocks per SM: 128 KiB in flight per SM)."""
     num_tiles = n // 1024
     per_block = -(-num_tiles // (sm_count * blocks_per_sm))
     return [ModeConfig(m, threads=threads, tiles_per_block=per_block, stages=stages, tiles_per_stage=tiles_per_stage)
