@@ -46,6 +46,9 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmups", type=int, help="untimed launches before them")
     p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
                    help="write a buffer of twice the L2 size before each timed launch")
+    p.add_argument("--hold-us", type=int,
+                   help="stream hold before each timed launch, so only GPU time is measured (default 100; 0 times as "
+                        "the article does, the host's issue time included)")
     p.add_argument("--modes", type=_mode_list, help=f"comma-separated subset of {','.join(ALL_MODES)}")
     p.add_argument("--stages", type=int, help="ring depth of pipeN and ws")
     p.add_argument("--tiles-per-stage", type=int, help="4 KiB tiles per ring stage of pipeN and ws")
@@ -89,6 +92,8 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
                  if v is not None}
     if args.no_verify:
         overrides["verify"] = False
+    if args.hold_us is not None:
+        overrides["head_start_ns"] = args.hold_us * 1000
     return replace(cfg, modes=tuple(changed), **overrides)
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .modes import STATIC_SMEM_RESERVE, ModeConfig
-from .sweep import time_launches
+from .timing import time_launches
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048

@@ -1,7 +1,8 @@
 """Timing and fma_iters sweeps of the B-08 modes, and their table, CSV (the article's columns) and Markdown.
 
 Each (fma_iters, mode) point: one checked launch (poisoned sums, verified against NumPy), warm-ups, then `runs`
-launches timed with CUDA events one by one (optionally after an L2 flush); median and p95 are reported.
+launches timed with CUDA events one by one, behind a stream hold (drvtma/timing.py), optionally after an L2
+flush; median and p95 are reported.
 Formatting works on any `SweepResult`, so it is tested on the CPU with synthetic timings.
 """
 
@@ -9,11 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import sys
 from dataclasses import dataclass, field
 
 from .modes import ARTICLE_MODES, MODES, ModeConfig
+from .timing import HEAD_START_NS, Timing, time_launches
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304
@@ -37,63 +38,6 @@ ARTICLE_5090_SPEEDUP = {
 REFERENCE_TOLERANCE = 0.10
 
 
-# ------------------------------------------------------------------------------------------ timing
-
-def percentile(samples, p: float) -> float:
-    """Linear interpolation between closest ranks (the article's percentile_of)."""
-    v = sorted(float(s) for s in samples)
-    if not v:
-        raise ValueError("no samples")
-    pos = min(max(p, 0.0), 100.0) / 100.0 * (len(v) - 1)
-    lo = int(math.floor(pos))
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Milliseconds of each timed launch."""
-
-    samples: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return percentile(self.samples, 50)
-
-    @property
-    def p95(self) -> float:
-        return percentile(self.samples, 95)
-
-    @property
-    def best(self) -> float:
-        return min(self.samples)
-
-
-def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None) -> Timing:
-    """Run `launch()` warmups times, then `runs` times between two events each; flush() (untimed) before each run."""
-    from .driver import Event, elapsed_ms, synchronize
-
-    if runs < 1:
-        raise ValueError(f"runs must be >= 1, got {runs}")
-    for _ in range(warmups):
-        launch()
-    synchronize()
-    start, end = Event(), Event()
-    samples = []
-    try:
-        for _ in range(runs):
-            if flush is not None:
-                flush()
-            start.record(stream)
-            launch()
-            end.record(stream)
-            samples.append(elapsed_ms(start, end))
-    finally:
-        start.close()
-        end.close()
-    return Timing(tuple(samples))
-
-
 # ------------------------------------------------------------------------------------------ configuration
 
 @dataclass(frozen=True)
@@ -104,6 +48,7 @@ class SweepConfig:
     runs: int = 7
     warmups: int = 2
     flush_l2: bool = False
+    head_start_ns: int = HEAD_START_NS  # 0 times as the article does: the host's issue time included
     verify: bool = True
     seed: int = 0
     preset: str | None = None
@@ -235,7 +180,9 @@ def markdown_text(result: SweepResult) -> str:
         lines.append(f"- device: {result.device}")
     lines += [f"- n = {c.n:,} fp32 ({c.n * 4 / 2**20:.0f} MiB), {c.n // 1024} tiles of 4 KiB",
               f"- median and p95 of {c.runs} launches after {c.warmups} warm-up(s), CUDA events around each launch"
-              + ("; L2 flushed before each" if c.flush_l2 else ""),
+              + ("; L2 flushed before each" if c.flush_l2 else "")
+              + (f"; each behind a {c.head_start_ns // 1000} us stream hold, so the host's issue time is excluded"
+                 if c.head_start_ns else "; no stream hold: the host's issue time is included, as in the article"),
               "- verification: " + ("every mode, every fma_iters, per-tile checksums vs NumPy" if result.verified
                                     else "off"),
               "- modes:"]
@@ -387,7 +334,7 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
                 if cfg.verify:
                     raws[mc.name] = runner.run_checked(mc, fma)
                 timings[mc.name] = time_launches(lambda mc=mc: runner.launch(mc, fma), runs=cfg.runs,
-                                                 warmups=cfg.warmups, flush=flush)
+                                                 warmups=cfg.warmups, flush=flush, head_start_ns=cfg.head_start_ns)
                 runner.check_status(mc, "timed launches")
                 done += 1
                 say(f"[{done}/{total}] fma_iters={fma} {mc.name}: median {timings[mc.name].median:.4f} ms, "

@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 
 import numpy as np
 from tabulate import tabulate
 
-from drvtma import DeviceBuffer, Event, StatusBuffer, device_properties, elapsed_ms, load_module, synchronize
+from drvtma import DeviceBuffer, StatusBuffer, device_properties, load_module
+from drvtma.timing import time_launches
 from drvtma.driver import call, cu
 from drvtma.tensormap import TensorMapSpec, encode_tiled
 
@@ -22,16 +22,7 @@ A, B = 1.5, -0.25
 
 
 def time_ms(fn, repeats: int) -> float:
-    fn()  # warm-up (first launch, clocks)
-    synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = Event(), Event()
-        start.record()
-        fn()
-        end.record()
-        samples.append(elapsed_ms(start, end))
-    return statistics.median(samples)
+    return time_launches(fn, runs=repeats, warmups=1).median
 
 
 def check(out: DeviceBuffer, x: np.ndarray) -> str:

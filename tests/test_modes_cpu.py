@@ -21,8 +21,9 @@ from drvtma.errors import LaunchError
 from drvtma.modes import (ALL_MODES, FAULTS_BY_MODE, MODES, RING_MODEL_FAULT, ModeConfig, check_alignment,
                           check_problem_size, predicted_timeouts, tiles_x_for)
 from drvtma.roof import RoofPoint, blocks_by_registers, knees, ring_configs
-from drvtma.sweep import (ARTICLE_FMA, REFERENCE_H200_MS, SweepConfig, SweepResult, SweepRow, Timing, csv_columns,
-                          csv_text, markdown_text, percentile, preset, reference_text, table_text, targets_text)
+from drvtma.sweep import (ARTICLE_FMA, REFERENCE_H200_MS, SweepConfig, SweepResult, SweepRow, csv_columns, csv_text,
+                          markdown_text, preset, reference_text, table_text, targets_text)
+from drvtma.timing import HEAD_START_NS, Timing, percentile
 from drvtma.verify import (SUMS_POISON, ChecksumMismatch, Reference, TileInput, burn_fma, check_same_total,
                            check_tile_sums, fma_f32, make_input, reference_sums)
 
@@ -620,3 +621,9 @@ def test_knee_is_the_least_in_flight_near_the_best():
 def test_blocks_by_registers():
     assert blocks_by_registers(43, 288) == 65536 // (9 * 1536)  # 43 -> 48 per thread, 1536 per warp, 9 warps
     assert blocks_by_registers(32, 256) == 8 and blocks_by_registers(255, 1024) == 0
+
+
+def test_sweep_times_behind_a_stream_hold_unless_asked_not_to():
+    assert config_from_args(sweep_parser().parse_args([])).head_start_ns == HEAD_START_NS > 0
+    assert config_from_args(sweep_parser().parse_args(["--hold-us", "0"])).head_start_ns == 0
+    assert "stream hold" in markdown_text(SweepResult(preset("article")))

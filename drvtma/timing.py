@@ -1,0 +1,75 @@
+"""Timing launches with CUDA events: warm-ups, one event pair per run, median and p95.
+
+A Python launch takes several microseconds to issue. Recorded on an idle GPU, the start event would complete at
+once and the kernel start only after the host caught up, so every sample would carry the host's issue time.
+Each run therefore starts with a short kernel that holds the stream (cu/timing.cu): the start event, the launch
+and the end event all queue up behind it, and the interval measures the GPU's work alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+HEAD_START_NS = 100_000  # far longer than issuing one launch from Python takes
+
+
+def percentile(samples, p: float) -> float:
+    """Linear interpolation between closest ranks (the article's percentile_of)."""
+    v = sorted(float(s) for s in samples)
+    if not v:
+        raise ValueError("no samples")
+    pos = min(max(p, 0.0), 100.0) / 100.0 * (len(v) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Milliseconds of each timed launch."""
+
+    samples: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return percentile(self.samples, 50)
+
+    @property
+    def p95(self) -> float:
+        return percentile(self.samples, 95)
+
+    @property
+    def best(self) -> float:
+        return min(self.samples)
+
+
+def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
+                  head_start_ns: int = HEAD_START_NS) -> Timing:
+    """Run `launch()` warmups times, then `runs` times between two events each, behind a stream hold of
+    `head_start_ns` (0: none, the host's issue time is then measured too); flush() (untimed) before each run."""
+    from .driver import Event, elapsed_ms, synchronize
+    from .kernel import load_module
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    hold = load_module("timing.cu").kernel("hold_stream") if head_start_ns > 0 else None
+    for _ in range(warmups):
+        launch()
+    synchronize()
+    start, end = Event(), Event()
+    samples = []
+    try:
+        for _ in range(runs):
+            if flush is not None:
+                flush()
+            if hold is not None:
+                hold.launch(head_start_ns, grid=1, block=1, stream=stream)
+            start.record(stream)
+            launch()
+            end.record(stream)
+            samples.append(elapsed_ms(start, end))
+    finally:
+        start.close()
+        end.close()
+    return Timing(tuple(samples))
