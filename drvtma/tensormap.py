@@ -662,16 +662,18 @@ def encode_unchecked(params: TmaParams, address: int, *, spec: TensorMapSpec | N
     from . import driver
 
     driver.context()
-    where = f"arguments: {params.describe()}, globalAddress=0x{address:x}"
-    if spec is not None:
-        where += f"\nspec (NumPy order): {spec.to_dict()}"
+
+    def every_argument() -> str:  # built only for an error: describing costs more than encoding
+        where = f"arguments: {params.describe()}, globalAddress=0x{address:x}"
+        return where + (f"\nspec (NumPy order): {spec.to_dict()}" if spec is not None else "")
+
     try:
         args = _driver_args(params, address)
         encoded = driver.call(cu.cuTensorMapEncodeTiled, *args)
     except CudaError as exc:
-        raise CudaError(exc.call, exc.code, exc.name, exc.description, where) from None
+        raise CudaError(exc.call, exc.code, exc.name, exc.description, every_argument()) from None
     except (ValueError, TypeError, OverflowError) as exc:
-        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc), where) from None
+        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc), every_argument()) from None
     return TensorMap(encoded, params, address, spec=spec, keepalive=keepalive)
 
 
