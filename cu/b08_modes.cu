@@ -115,20 +115,16 @@ b08_pipe2(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
             bulk_load(ring[s], in + (first + s) * kTileElems, kTileBytes, &full[s]);
         }
     }
-    int stage = 0;
-    u32 phase = 0;
+    RingCursor at;
     for (int t = 0; t < count; ++t) {
-        if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
-        consume_tile(ring[stage], tid, linear_tile(first + t), fma_iters, pub, first + t);
+        if (!mbar_wait(&full[at.stage], at.phase, status, kBarFull, at.stage, kSiteConsumerWait)) return;
+        consume_tile(ring[at.stage], tid, linear_tile(first + t), fma_iters, pub, first + t);
         __syncthreads();
         if (issuer && t + kStages < count) {
-            mbar_arrive_expect_tx(&full[stage], kTileBytes);
-            bulk_load(ring[stage], in + (first + t + kStages) * kTileElems, kTileBytes, &full[stage]);
+            mbar_arrive_expect_tx(&full[at.stage], kTileBytes);
+            bulk_load(ring[at.stage], in + (first + t + kStages) * kTileElems, kTileBytes, &full[at.stage]);
         }
-        if (++stage == kStages) {
-            stage = 0;
-            phase ^= 1;
-        }
+        at.advance(kStages);
     }
     pub.flush();
 }

@@ -101,9 +101,10 @@ pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
     if (issuer) {
         for (int i = 0; i < stages && i < iters; ++i) issue(i, i);
     }
-    int stage = 0;
-    u32 phase = 0;
+    RingCursor at;
     for (int i = 0; i < iters; ++i) {
+        const int stage = at.stage;
+        const u32 phase = at.phase;
         if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
         const long long tile0 = first + (long long)i * tiles_per_stage;
         if ((tid & 31) == 0) record_wait(trace, kConsumerWarps, warp, trace_capacity, i, stage, phase, tile0);
@@ -112,10 +113,7 @@ pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
             __syncthreads();
             if (issuer && i + stages < iters) issue(i + stages, stage);
         });
-        if (++stage == stages) {
-            stage = 0;
-            phase ^= 1;
-        }
+        at.advance(stages);
     }
     pub.flush();
 }
@@ -145,9 +143,10 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
 
     if (warp == kConsumerWarps) {  // producer warp
         if (!elect_one()) return;
-        int stage = 0;
-        u32 phase = 0;
+        RingCursor at;
         for (int i = 0; i < iters; ++i) {
+            const int stage = at.stage;
+            const u32 phase = at.phase;
             // Empty barriers start on phase 1, which a fresh barrier reports complete: the first lap never waits.
             const u32 parity = (DRVTMA_FAULT == 4) ? phase : phase ^ 1;
             if (!mbar_wait(&empty[stage], parity, status, kBarEmpty, stage, kSiteProducerWait)) return;
@@ -156,18 +155,16 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
             const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
             mbar_arrive_expect_tx(&full[stage], announced_tx(bytes));
             bulk_load(ring + stage * stage_elems, in + tile0 * kTileElems, bytes, &full[stage]);
-            if (++stage == stages) {
-                stage = 0;
-                phase ^= 1;
-            }
+            at.advance(stages);
         }
         return;
     }
 
     TilePublisher pub(sums, kWarpTiles ? 0 : warp);
-    int stage = 0;
-    u32 phase = 0;
+    RingCursor at;
     for (int i = 0; i < iters; ++i) {
+        const int stage = at.stage;
+        const u32 phase = at.phase;
         if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
         const long long tile0 = first + (long long)i * tiles_per_stage;
         if ((tid & 31) == 0) record_wait(trace, kRoles, warp, trace_capacity, i, stage, phase, tile0);
@@ -176,10 +173,7 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
             const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
             if ((tid & 31) == 0 && !skip) mbar_arrive(&empty[stage]);
         });
-        if (++stage == stages) {
-            stage = 0;
-            phase ^= 1;
-        }
+        at.advance(stages);
     }
     pub.flush();
 }

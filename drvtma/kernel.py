@@ -17,7 +17,7 @@ from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
 from .errors import CudaError, LaunchError
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS if cu is not None else 0
-_STATIC_SMEM_LIMIT = 48 * 1024  # above this, dynamic shared memory needs the opt-in attribute
+_SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -238,7 +238,7 @@ class Kernel:
         if total > limit:
             raise LaunchError(f"{self.name}: {nbytes} B of dynamic shared memory + {self.static_shared_bytes} B "
                               f"static exceeds the device's {limit} B per block")
-        if total <= _STATIC_SMEM_LIMIT:
+        if total <= _SMEM_WITHOUT_OPT_IN:
             return
         attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
         call(cu.cuKernelSetAttribute, attr, nbytes, self.handle, context().device)

@@ -32,20 +32,6 @@ def swizzle_addresses(addresses, swizzle) -> np.ndarray:
     return a ^ (((a >> 7) & mask) << 4) if mask else a
 
 
-def expect_tx_bytes(spec: TensorMapSpec) -> int:
-    """Bytes a load completes on its mbarrier (the elements, not the padded footprint)."""
-    return spec.expect_tx_bytes
-
-
-def smem_footprint_bytes(spec: TensorMapSpec) -> int:
-    """Shared memory one box spans: rows x row pitch (the pitch padded to the swizzle span)."""
-    return spec.smem_bytes
-
-
-def row_pitch_bytes(spec: TensorMapSpec) -> int:
-    return spec.row_pitch_bytes
-
-
 def image_bytes_for(spec: TensorMapSpec, box_offset: int = 0) -> int:
     """The smallest 16-byte multiple that holds a box written `box_offset` bytes into an image."""
     return -(-(box_offset + spec.smem_bytes) // 16) * 16

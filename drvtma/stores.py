@@ -29,7 +29,7 @@ import numpy as np
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, UINT16, UINT32, UINT64, TmaDtype,
                      tma_dtype)
 from .errors import StoreStraddleWarning, TensorMapError
-from .oracle import swizzle_addresses
+from .oracle import box_row_addresses
 from .tensormap import Interleave, Swizzle, TensorMapSpec
 
 STORE = "store"
@@ -185,14 +185,10 @@ def store_targets(spec: TensorMapSpec, coords) -> StoreTargets:
 
 def smem_byte_offsets(spec: TensorMapSpec, smem_offset: int = 0) -> np.ndarray:
     """For every byte of every box element (shape loaded_counts + (itemsize,)): its offset in the shared-memory
-    image, the image starting at an absolute shared address congruent to `smem_offset` modulo 1024."""
-    counts, s = spec.loaded_counts, spec.itemsize
-    rows = math.prod(counts[:-1])
-    row = np.arange(rows, dtype=np.int64)[:, None] * spec.row_pitch_bytes
-    col = np.arange(counts[-1] * s, dtype=np.int64)[None, :]
-    logical = (row + col).reshape(counts + (s,))
-    return swizzle_addresses(logical + smem_offset, spec.swizzle) - smem_offset  # the same layout loads write
-
+    image, the image starting at an absolute shared address congruent to `smem_offset` modulo 1024. A store reads
+    exactly the layout a load writes, so this is the load oracle's layout."""
+    offsets = box_row_addresses(spec, smem_offset) - smem_offset
+    return offsets.reshape(spec.loaded_counts + (spec.itemsize,))
 
 def box_from_smem(spec: TensorMapSpec, image: np.ndarray, smem_offset: int = 0) -> np.ndarray:
     """The box (loaded_counts shape, dtype carrier) a store reads from a shared-memory image."""

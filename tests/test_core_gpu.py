@@ -5,6 +5,7 @@ import pytest
 
 from drvtma import BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer, load_module
 from drvtma.driver import call, cu
+from drvtma.tensormap import TensorMapSpec, encode_tiled
 
 pytestmark = pytest.mark.gpu
 
@@ -65,22 +66,7 @@ def test_every_argument_after_a_128_byte_map_arrives_intact(core):
 
 
 def _encode_2d_f32(buf, rows, cols, box_w, box_h):
-    """A bare 2D fp32 map, no validation (the tensor-map module is tested on its own)."""
-    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
-    tmap = call(cu.cuTensorMapEncodeTiled, cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, buf.ptr,
-                [u64(cols), u64(rows)], [u64(cols * 4)], [u32(box_w), u32(box_h)], [u32(1), u32(1)],
-                cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-                cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-                cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
-    blob = np.zeros(256, np.uint8)
-    off = (-blob.ctypes.data) % 128
-    blob[off:off + 128] = np.array(tmap.opaque, dtype=np.uint64).view(np.uint8)
-
-    class Map:
-        def __drvtma_param__(self):
-            return blob.ctypes.data + off, 128
-    return Map()
+    return encode_tiled(TensorMapSpec.create("float32", (rows, cols), (box_h, box_w)), buf)
 
 
 def _run_box_and_bulk(core, expect_tx_delta):

@@ -75,8 +75,8 @@ def test_image_writes_tx_bytes_inside_the_footprint_and_leaves_the_rest_poisoned
     images = oracle.load_images(spec, g, coords, box_offset=box_offset, poison=POISON)
     assert images.shape == (len(coords), oracle.image_bytes_for(spec, box_offset))
     written = oracle.box_row_addresses(spec, box_offset).reshape(-1)
-    assert written.size == oracle.expect_tx_bytes(spec) == len(np.unique(written))
-    assert written.min() >= box_offset and written.max() < box_offset + oracle.smem_footprint_bytes(spec)
+    assert written.size == spec.expect_tx_bytes == len(np.unique(written))
+    assert written.min() >= box_offset and written.max() < box_offset + spec.smem_bytes
     untouched = np.ones(images.shape[1], dtype=bool)
     untouched[written] = False
     poison_bytes = np.frombuffer(np.uint32(POISON).tobytes() * (images.shape[1] // 4), dtype=np.uint8)
@@ -208,7 +208,7 @@ def test_padding_under_swizzle_is_not_written():
 
 def test_expect_tx_counts_elements_not_the_unstrided_box():
     spec = TensorMapSpec.create("float32", (64, 64), (8, 8), element_strides=(3, 1))
-    assert spec.loaded_counts == (3, 8) and oracle.expect_tx_bytes(spec) == 96
+    assert spec.loaded_counts == (3, 8) and spec.expect_tx_bytes == 96
 
 
 # ---- coordinates

@@ -58,3 +58,16 @@ __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st
     }
     return true;
 }
+
+// Where a k-stage ring stands: the stage to use next and the parity its phase will complete with. The parity
+// flips each time the stage index wraps (drvtma/ring.py models the same: parity (i / k) & 1 at iteration i).
+struct RingCursor {
+    int stage = 0;
+    u32 phase = 0;
+    __device__ __forceinline__ void advance(int stages) {
+        if (++stage == stages) {
+            stage = 0;
+            phase ^= 1;
+        }
+    }
+};
