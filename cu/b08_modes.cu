@@ -40,11 +40,7 @@ b08_bulk1d(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, 
     block_tiles(num_tiles, tiles_per_block, first, count);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
-    if (tid == 0) {
-        mbar_init(&full, 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({&full, 1, 1});
     for (int t = 0; t < count; ++t) {
         if (is_issuer()) {
             mbar_arrive_expect_tx(&full, kTileBytes);
@@ -71,11 +67,7 @@ b08_tensor2d(const __grid_constant__ CUtensorMap map, u32* __restrict__ sums, in
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
     const u32 width = u32(tiles_x) * kBoxSide;
-    if (tid == 0) {
-        mbar_init(&full, 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({&full, 1, 1});
     for (int t = 0; t < count; ++t) {
         const int index = int(first) + t;
         const int bx = index % tiles_x, by = index / tiles_x;
@@ -103,11 +95,7 @@ b08_pipe2(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
     block_tiles(num_tiles, tiles_per_block, first, count);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
-    if (tid == 0) {
-        for (int s = 0; s < kStages; ++s) mbar_init(&full[s], 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({full, kStages, 1});
     const bool issuer = is_issuer();
     if (issuer) {
         for (int s = 0; s < kStages && s < count; ++s) {

@@ -34,11 +34,7 @@ extern "C" __global__ void tma_box_and_bulk(const __grid_constant__ CUtensorMap 
     const int box_bytes = static_cast<int>(expect_tx) - bytes;  // expect_tx is meant to be box + bulk bytes
     float* box = reinterpret_cast<float*>(smem);
     float* bulk = reinterpret_cast<float*>(smem + 32768);
-    if (threadIdx.x == 0) {
-        mbar_init(&bar, 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({&bar, 1, 1});
     if (threadIdx.x < 32 && elect_one()) {
         mbar_arrive_expect_tx(&bar, expect_tx);
         tma_load_2d(box, &map, blockIdx.x * box_w, y0, &bar);

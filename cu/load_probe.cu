@@ -23,14 +23,10 @@ extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, i
     const u32 words = image_bytes / 4;
 
     for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
-    if (threadIdx.x == 0) {
-        mbar_init(&bar, 1);
-        mbar_fence_init();
-    }
     // The poison is written by the generic proxy, the box by the async proxy: order them, or a late poison
-    // store could land on top of loaded data.
+    // store could land on top of loaded data (the CTA barrier in init_block_barriers completes the ordering).
     fence_proxy_async_shared();
-    __syncthreads();
+    init_block_barriers({&bar, 1, 1});
 
     if (threadIdx.x < 32 && elect_one()) {
         int c[5];

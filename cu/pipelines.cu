@@ -10,11 +10,21 @@
 // DRVTMA_FAULT selects a deliberately broken protocol (tests expect a BarrierTimeout, never a hang):
 //   1 expect_tx too low, 2 expect_tx too high, 3 a missing arrive (pipe_ring: the first fill's; ws_ring: the first
 //   consumer warp's release of its first stage), 4 wrong starting parity of the producer (ws_ring only).
+//
+// DRVTMA_RING_PART keeps one half of the work, for `drvtma bench floors` (timing probes; nothing to verify):
+//   1 copies only: consumers wait for each fill and release it untouched, computing and publishing nothing;
+//   2 compute only: fills complete by a plain arrive, no copy is issued, consumers compute on the ring as it is.
+// The full ring cannot be faster than either half, so the slower half bounds what any ring shape can reach.
 #include <drvtma/b08_tile.cuh>
 
 #ifndef DRVTMA_FAULT
 #define DRVTMA_FAULT 0
 #endif
+#ifndef DRVTMA_RING_PART
+#define DRVTMA_RING_PART 0
+#endif
+constexpr bool kCopies = DRVTMA_RING_PART != 2;
+constexpr bool kComputes = DRVTMA_RING_PART != 1;
 
 constexpr int kMaxStages = 16;
 
@@ -45,6 +55,10 @@ template <typename Release>
 __device__ __forceinline__ void consume_fill(const float* base, long long tile0, int n, int fma_iters,
                                              TilePublisher& pub, Release release) {
     const int tid = threadIdx.x, warp = tid >> 5;
+    if constexpr (!kComputes) {
+        release();
+        return;
+    }
     if constexpr (kWarpTiles) {
         const int rounds = (n + kConsumerWarps - 1) / kConsumerWarps;
         for (int r = 0; r < rounds; ++r) {
@@ -82,15 +96,15 @@ pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
     const int tid = threadIdx.x, warp = tid >> 5;
     const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
     const int stage_elems = tiles_per_stage * kTileElems;
-    if (tid == 0) {
-        for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({full, stages, 1});
     const bool issuer = is_issuer();
     TilePublisher pub(sums, kWarpTiles ? 0 : warp);
     auto issue = [&](int i, int s) {
         const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
+        if (!kCopies) {
+            mbar_arrive(&full[s]);
+            return;
+        }
         if (DRVTMA_FAULT == 3 && i == 0) {
             mbar_expect_tx(&full[s], bytes);  // the arrive is missing: the first fill's phase never completes
         } else {
@@ -132,14 +146,8 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
     const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
     const int stage_elems = tiles_per_stage * kTileElems;
     constexpr int kRoles = kConsumerWarps + 1;  // trace rows: consumer warps, then the producer
-    if (tid == 0) {
-        for (int s = 0; s < stages; ++s) {
-            mbar_init(&full[s], 1);                 // the producer's arrive_expect_tx
-            mbar_init(&empty[s], kConsumerWarps);  // one arrive per consumer warp
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    // full: the producer's arrive_expect_tx; empty: one arrive per consumer warp
+    init_block_barriers({full, stages, 1}, {empty, stages, kConsumerWarps});
 
     if (warp == kConsumerWarps) {  // producer warp
         if (!elect_one()) return;
@@ -153,8 +161,12 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
             const long long tile0 = first + (long long)i * tiles_per_stage;
             record_wait(trace, kRoles, kConsumerWarps, trace_capacity, i, stage, parity, tile0);
             const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
-            mbar_arrive_expect_tx(&full[stage], announced_tx(bytes));
-            bulk_load(ring + stage * stage_elems, in + tile0 * kTileElems, bytes, &full[stage]);
+            if (kCopies) {
+                mbar_arrive_expect_tx(&full[stage], announced_tx(bytes));
+                bulk_load(ring + stage * stage_elems, in + tile0 * kTileElems, bytes, &full[stage]);
+            } else {
+                mbar_arrive(&full[stage]);
+            }
             at.advance(stages);
         }
         return;

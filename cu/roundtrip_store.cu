@@ -29,11 +29,7 @@ tma_roundtrip(const __grid_constant__ CUtensorMap in_map, const __grid_constant_
     const int count = num_tiles > static_cast<int>(blockIdx.x)
                           ? (num_tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x : 0;
     const bool issuer = threadIdx.x < 32 && elect_one();
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
-        mbar_fence_init();
-    }
-    __syncthreads();
+    init_block_barriers({full, stages, 1});
     auto tile_x = [&](int i) { return ((blockIdx.x + i * gridDim.x) % tiles_x) * tile_cols; };
     auto tile_y = [&](int i) { return ((blockIdx.x + i * gridDim.x) / tiles_x) * tile_rows; };
     auto issue_load = [&](int i) {
@@ -44,9 +40,10 @@ tma_roundtrip(const __grid_constant__ CUtensorMap in_map, const __grid_constant_
     if (issuer) {
         for (int i = 0; i < stages && i < count; ++i) issue_load(i);
     }
-    for (int i = 0; i < count; ++i) {
-        const int s = i % stages;
-        if (!mbar_wait(&full[s], (i / stages) & 1, status, 0, s, 1)) {
+    RingCursor at;
+    for (int i = 0; i < count; ++i, at.advance(stages)) {
+        const int s = at.stage;
+        if (!mbar_wait(&full[s], at.phase, status, 0, s, 1)) {
             if (issuer) bulk_wait<0>();  // never leave with a store still reading shared memory
             return;
         }

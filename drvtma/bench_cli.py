@@ -1,4 +1,5 @@
-"""`drvtma sweep` and `drvtma bench roof`: argument parsing only; the work is in drvtma.sweep and drvtma.roof."""
+"""`drvtma sweep`, `drvtma bench roof` and `drvtma bench floors`: argument parsing only; the work is in
+drvtma.sweep, drvtma.roof and drvtma.floors."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from dataclasses import replace
 
 from .modes import ALL_MODES, ModeConfig
+from .roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
 from .sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text, targets_text,
                     write_outputs)
 
@@ -29,11 +31,15 @@ def _mode_list(text: str) -> tuple[str, ...]:
     return modes
 
 
-def sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="drvtma sweep",
-        description="Verify and time the B-08 modes over fma_iters; print the article's table (speedup = sync / "
-                    "mode), optionally write CSV (the article's column names), Markdown and a PNG plot.")
+def _split_list(text: str) -> tuple[str, ...]:
+    splits = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not splits or any(s not in ("thread", "warp") for s in splits):
+        raise argparse.ArgumentTypeError(f"splits are 'thread' and 'warp', got {text!r}")
+    return splits
+
+
+def _add_config_options(p: argparse.ArgumentParser) -> None:
+    """The options that shape a sweep configuration (shared by `drvtma sweep` and `drvtma bench floors`)."""
     p.add_argument("--preset", choices=("article", "hbm"), default="article",
                    help="article: n=4,194,304, 64 tiles/block, 256 threads, fma 1..256, 7 runs, 2 warm-ups; "
                         "hbm: 1 GiB over all SMs (default: article)")
@@ -44,8 +50,6 @@ def sweep_parser() -> argparse.ArgumentParser:
                    help=f"comma-separated fma_iters (default {','.join(map(str, ARTICLE_FMA))})")
     p.add_argument("--runs", type=int, help="timed launches per point")
     p.add_argument("--warmups", type=int, help="untimed launches before them")
-    p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
-                   help="write a buffer of twice the L2 size before each timed launch")
     p.add_argument("--hold-us", type=int,
                    help="stream hold before each timed launch, so only GPU time is measured (default 100; 0 times as "
                         "the article does, the host's issue time included)")
@@ -53,13 +57,35 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", type=int, help="ring depth of pipeN and ws")
     p.add_argument("--tiles-per-stage", type=int, help="4 KiB tiles per ring stage of pipeN and ws")
     p.add_argument("--ring-tiles-per-block", type=int, help="tiles per block of pipeN and ws")
+    p.add_argument("--ring-threads", type=int, help="consumer threads per block of pipeN and ws (after --threads)")
     p.add_argument("--split", choices=("thread", "warp"),
                    help="pipeN and ws: every thread takes elements of every tile, or a warp owns whole tiles")
     p.add_argument("--seed", type=int, help="input seed")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+def sweep_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="drvtma sweep",
+        description="Verify and time the B-08 modes over fma_iters; print the article's table (speedup = sync / "
+                    "mode), optionally write CSV (the article's column names), Markdown and a PNG plot.")
+    _add_config_options(p)
+    p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
+                   help="write a buffer of twice the L2 size before each timed launch")
     p.add_argument("--no-verify", action="store_true", help="skip the checked launch (timing only)")
     p.add_argument("--out", help="directory for sweep.csv, sweep.md (and sweep.png with matplotlib)")
     p.add_argument("--csv", help="also write the CSV to this file")
-    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return p
+
+
+def floors_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="drvtma bench floors",
+        description="For each ring mode of a sweep configuration: the launch floor, the copies alone, the compute "
+                    "alone, the full ring and sync, so the slower half shows what bounds the ring and how much any "
+                    "ring of that shape can gain over sync. Takes the sweep's options; fma_iters default 1,256.")
+    _add_config_options(p)
+    p.add_argument("--out", help="directory for floors.csv and floors.md")
     return p
 
 
@@ -82,15 +108,17 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
                 kw["tiles_per_stage"] = args.tiles_per_stage
             if args.ring_tiles_per_block is not None:
                 kw["tiles_per_block"] = args.ring_tiles_per_block
+            if args.ring_threads is not None:
+                kw["threads"] = args.ring_threads
             if args.split is not None:
                 kw["split"] = args.split
         elif args.tiles_per_block is not None:
             kw["tiles_per_block"] = args.tiles_per_block
         changed.append(m.with_(**kw) if kw else m)
-    overrides = {k: v for k, v in (("fma_list", args.fma), ("runs", args.runs),
-                                   ("warmups", args.warmups), ("flush_l2", args.flush_l2), ("seed", args.seed))
+    overrides = {k: v for k, v in (("fma_list", args.fma), ("runs", args.runs), ("warmups", args.warmups),
+                                   ("flush_l2", getattr(args, "flush_l2", None)), ("seed", args.seed))
                  if v is not None}
-    if args.no_verify:
+    if getattr(args, "no_verify", False):
         overrides["verify"] = False
     if args.hold_us is not None:
         overrides["head_start_ns"] = args.hold_us * 1000
@@ -126,38 +154,67 @@ def roof_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--warmups", type=int, default=2)
     p.add_argument("--threads", type=int, default=256, help="consumer threads per block of the TMA modes")
-    p.add_argument("--stages", type=_int_list, default=(2, 4, 8))
-    p.add_argument("--tiles-per-stage", type=_int_list, default=(1, 2, 4, 8))
-    p.add_argument("--blocks-per-sm", type=_int_list, default=(1, 2, 4))
-    p.add_argument("--split", choices=("thread", "warp"), default="thread",
-                   help="pipeN and ws: every thread takes elements of every tile, or a warp owns whole tiles")
+    p.add_argument("--stages", type=_int_list, default=ROOF_STAGES)
+    p.add_argument("--tiles-per-stage", type=_int_list, default=ROOF_TILES_PER_STAGE)
+    p.add_argument("--blocks-per-sm", type=_int_list, default=ROOF_BLOCKS_PER_SM)
+    p.add_argument("--split", type=_split_list, default=ROOF_SPLITS,
+                   help="pipeN and ws: comma-separated splits to try: thread (every thread takes elements of every "
+                        "tile), warp (a warp owns whole tiles); default both")
     p.add_argument("--no-article-modes", action="store_true", help="skip bulk1d, tensor2d and pipe2")
     p.add_argument("--out", help="directory for roof.csv and roof.md")
     p.add_argument("--quiet", action="store_true")
     return p
 
 
-def bench_command(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: drvtma bench roof [options]   (drvtma bench roof --help)")
-        return 0 if argv else 2
-    if argv[0] != "roof":
-        print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: roof", file=sys.stderr)
-        return 2
-    args = roof_parser().parse_args(argv[1:])
+def _write_report(out_dir: str, stem: str, title: str, text: str, csv: str) -> None:
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.csv").write_text(csv)
+    (out / f"{stem}.md").write_text(f"# {title}\n\n```\n{text}\n```\n")
+
+
+def roof_command(argv: list[str]) -> int:
+    args = roof_parser().parse_args(argv)
     from .roof import run_roof
 
     result = run_roof(nbytes=args.bytes, runs=args.runs, warmups=args.warmups, threads=args.threads,
                       stages=args.stages, tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm,
-                      split=args.split, article_modes=not args.no_article_modes,
+                      splits=args.split, article_modes=not args.no_article_modes,
                       progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        from pathlib import Path
-
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "roof.csv").write_text(result.csv_text())
-        (out / "roof.md").write_text("# drvtma bench roof\n\n```\n" + result.text() + "\n```\n")
+        _write_report(args.out, "roof", "drvtma bench roof", result.text(), result.csv_text())
     return 0
 
+
+def floors_command(argv: list[str]) -> int:
+    args = floors_parser().parse_args(argv)
+    from .driver import device_properties
+    from .floors import run_floors
+
+    if args.fma is None:
+        args.fma = (1, 256)
+    cfg = config_from_args(args, sm_count=device_properties().sm_count)
+    result = run_floors(cfg, progress=None if args.quiet else sys.stderr)
+    print(result.text())
+    if args.out:
+        _write_report(args.out, "floors", f"drvtma bench floors --preset {args.preset}", result.text(),
+                      result.csv_text())
+    return 0
+
+
+BENCHMARKS = {"roof": roof_command, "floors": floors_command}
+
+
+def bench_command(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print("usage: drvtma bench {roof,floors} [options]   (drvtma bench roof --help)\n"
+              "  roof    the TMA read modes against the device-to-device copy rate\n"
+              "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch")
+        return 0 if argv else 2
+    if argv[0] not in BENCHMARKS:
+        print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    return BENCHMARKS[argv[0]](argv[1:])

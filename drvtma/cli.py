@@ -10,7 +10,7 @@ from .errors import DrvtmaError, NoGpuError
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
     "sweep": ("drvtma.bench_cli", "sweep_command", "time the B-08 modes over fma_iters (needs a Hopper GPU)"),
-    "bench": ("drvtma.bench_cli", "bench_command", "bandwidth benchmarks: `drvtma bench roof`"),
+    "bench": ("drvtma.bench_cli", "bench_command", "benchmarks: `drvtma bench roof` (memory roof), `drvtma bench floors` (ring bounds)"),
     "check": ("drvtma.check_cli", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
     "compile": ("drvtma.cli", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
     "info": ("drvtma.cli", "info_command", "versions, device and driver"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 
 class DrvtmaError(Exception):
     """Base class of drvtma's own errors."""
@@ -41,15 +43,50 @@ class TensorMapError(DrvtmaError, ValueError):
         super().__init__(f"{text}; fix: {fix}" if fix else text)
 
 
-class BarrierTimeout(DrvtmaError):
-    """A bounded mbarrier wait in a kernel ran out of time; the kernel exited instead of hanging."""
+class TimedOutWait(NamedTuple):
+    """One bounded wait that ran out of time, as the kernel recorded it (struct DrvtmaTimeout)."""
 
-    def __init__(self, kernel: str, block: int, barrier: int, stage: int, parity: int, count: int, where: int = 0):
-        self.kernel, self.block, self.barrier, self.stage, self.parity = kernel, block, barrier, stage, parity
-        self.count, self.where = count, where
-        super().__init__(
-            f"{kernel}: mbarrier wait timed out in block {block}, barrier {barrier}, stage {stage}, "
-            f"parity {parity} (site {where}; {count} wait(s) timed out in all)")
+    block: int
+    thread: int
+    barrier: int  # kernel-chosen barrier id
+    stage: int
+    parity: int
+    where: int  # kernel-chosen call-site id
+    since_ns: int  # %globaltimer when the wait began
+
+
+def _plain_wait(w: TimedOutWait) -> str:
+    return f"barrier {w.barrier}, stage {w.stage}, parity {w.parity} (site {w.where})"
+
+
+class BarrierTimeout(DrvtmaError):
+    """Bounded mbarrier waits in a kernel ran out of time; the kernel exited instead of hanging.
+
+    ``waits`` holds the recorded ones (up to 8), the earliest-begun first: in a stuck protocol the first wait to
+    begin is the likeliest root cause, the later ones its knock-on effects. ``block``, ``barrier``, ``stage``,
+    ``parity`` and ``where`` are that first wait's; ``count`` counts every timeout of the launch.
+    ``describe`` names a wait's barrier and site for the message (kernel-specific ids otherwise).
+    """
+
+    def __init__(self, kernel: str, waits, count: int, describe=_plain_wait):
+        self.kernel, self.waits, self.count = kernel, tuple(waits), count
+        first = self.waits[0] if self.waits else TimedOutWait(-1, -1, -1, -1, -1, -1, 0)
+        self.block, self.thread, self.barrier, self.stage = first.block, first.thread, first.barrier, first.stage
+        self.parity, self.where = first.parity, first.where
+        text = f"{kernel}: {count} mbarrier wait(s) timed out"
+        if self.waits:
+            text += f"; the first to begin: block {first.block} thread {first.thread}, {describe(first)}"
+            later = [f"block {w.block} {describe(w)} +{(w.since_ns - first.since_ns) / 1e3:.1f} us"
+                     for w in self.waits[1:4]]
+            if later:
+                text += "; then " + "; ".join(later)
+        unrecorded = count - len(self.waits)
+        if unrecorded > 0:
+            text += f" ({unrecorded} more not recorded)"
+        super().__init__(text)
+
+    def __reduce__(self):  # picklable across processes (child-process probes)
+        return (BarrierTimeout, (self.kernel, self.waits, self.count))
 
 
 class StoreStraddleWarning(UserWarning):

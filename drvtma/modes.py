@@ -26,6 +26,12 @@ BARRIER_NAMES = {0: "full", 1: "empty"}
 SITE_NAMES = {1: "a consumer's wait on a full barrier", 2: "the producer's wait on an empty barrier"}
 
 
+def describe_wait(w) -> str:
+    """A ring kernel's timed-out wait in words: `full[2] parity 1 (a consumer's wait on a full barrier)`."""
+    site = SITE_NAMES.get(w.where, f"site {w.where}")
+    return f"{BARRIER_NAMES.get(w.barrier, f'barrier {w.barrier}')}[{w.stage}] parity {w.parity} ({site})"
+
+
 @dataclass(frozen=True)
 class Mode:
     name: str
@@ -58,6 +64,9 @@ ALL_MODES = tuple(MODES)
 # DRVTMA_FAULT values of cu/pipelines.cu. missing_arrive: pipeN's issuer announces bytes without arriving;
 # ws's first consumer warp never releases its first stage. wrong_parity: ws's producer starts on phase 0.
 FAULTS = {"expect_tx_low": 1, "expect_tx_high": 2, "missing_arrive": 3, "wrong_parity": 4}
+# DRVTMA_RING_PART values of cu/pipelines.cu: the whole ring, or one half of its work (timing probes that
+# `drvtma bench floors` uses to bound a ring; their sums cannot be verified).
+RING_PARTS = {"full": 0, "copy_only": 1, "compute_only": 2}
 FAULTS_BY_MODE = {"pipeN": ("expect_tx_low", "expect_tx_high", "missing_arrive"), "ws": tuple(FAULTS)}
 # The same faults as drvtma.ring.RingSimulation names them; its model predicts which waits hang.
 RING_MODEL_FAULT = {("ws", "expect_tx_low"): "expect_tx_low", ("ws", "expect_tx_high"): "expect_tx_high",
@@ -74,7 +83,8 @@ class ModeConfig:
     ``split`` (ring modes): "thread", every consumer thread takes elements of every tile, as the article's kernels
     do; or "warp", each consumer warp owns whole tiles of a fill (same FMAs per element, one wait, reduction and
     release per owned tile). ``fault`` builds a deliberately broken ring (tests); ``wait_timeout_ns`` bounds every
-    mbarrier wait.
+    mbarrier wait. ``part`` (ring modes): "full", or "copy_only" / "compute_only", the half-rings whose times bound
+    the full ring's (drvtma.floors).
     """
 
     mode: str
@@ -85,6 +95,7 @@ class ModeConfig:
     split: str = "thread"
     fault: str | None = None
     wait_timeout_ns: int | None = None
+    part: str = "full"
     name: str | None = None  # column name in sweeps; the mode's name by default
 
     def __post_init__(self):
@@ -125,6 +136,10 @@ class ModeConfig:
         if self.split == "warp" and not self.spec.ring:
             raise LaunchError(f"{self.mode} splits every tile among all its threads; only pipeN and ws take "
                               "split='warp'")
+        if self.part not in RING_PARTS:
+            raise LaunchError(f"part must be one of {', '.join(RING_PARTS)}, got {self.part!r}")
+        if self.part != "full" and (not self.spec.ring or self.fault is not None):
+            raise LaunchError(f"{self.mode}: part={self.part!r} splits a working ring (pipeN, ws, no fault) in halves")
         if self.fault is not None:
             allowed = FAULTS_BY_MODE.get(self.mode, ())
             if self.fault not in allowed:
@@ -172,6 +187,8 @@ class ModeConfig:
             d["DRVTMA_FAULT"] = FAULTS[self.fault]
         if self.wait_timeout_ns is not None:
             d["DRVTMA_WAIT_TIMEOUT_NS"] = f"{int(self.wait_timeout_ns)}ull"
+        if self.part != "full":
+            d["DRVTMA_RING_PART"] = RING_PARTS[self.part]
         return d
 
     def describe(self) -> str:
@@ -183,6 +200,8 @@ class ModeConfig:
                 parts.append("warp-owned tiles")
         if self.fault:
             parts.append(f"fault {self.fault}")
+        if self.part != "full":
+            parts.append(self.part.replace("_", " "))
         return f"{self.name}: " + ", ".join(parts)
 
     def with_(self, **changes) -> ModeConfig:
@@ -380,6 +399,8 @@ class B08Runner:
         self.check_status(cfg)
         raw = sums.download(np.uint32, (self.num_tiles, cfg.sum_slots, 2))
         if verify:
+            if cfg.part != "full":
+                raise LaunchError(f"{cfg.describe()}: a {cfg.part} probe computes no checkable sums; pass verify=False")
             if self.reference is None:
                 raise LaunchError("this runner has no reference input; build it with B08Runner.upload")
             tiling = cfg.spec.tiling
@@ -389,15 +410,14 @@ class B08Runner:
         return raw
 
     def check_status(self, cfg: ModeConfig, when: str = "") -> None:
-        """Raise BarrierTimeout (naming the kernel, its shape and which wait) if a launch since reset() timed out."""
+        """Raise BarrierTimeout (naming the kernel, its shape and which waits) if a launch since reset() timed out."""
         from .errors import BarrierTimeout
+        from .status import barrier_timeout
 
-        try:
-            self.status.check(cfg.spec.kernel)
-        except BarrierTimeout as e:
-            where = SITE_NAMES.get(e.where, f"site {e.where}")
-            label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''}; {where})"
-            raise BarrierTimeout(label, e.block, e.barrier, e.stage, e.parity, e.count, e.where) from None
+        e = barrier_timeout(cfg.spec.kernel, self.status.read())
+        if e is not None:
+            label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''})"
+            raise BarrierTimeout(label, e.waits, e.count, describe=describe_wait)
 
     def flush_l2(self) -> None:
         """Evict the input from L2 by writing a buffer twice its size."""

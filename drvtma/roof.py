@@ -20,6 +20,11 @@ from .timing import time_launches
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048
 KNEE_FRACTION = 0.90
+# The ring shapes `drvtma bench roof` tries by default (those that fit an SM).
+ROOF_STAGES = (2, 3, 4, 8)
+ROOF_TILES_PER_STAGE = (1, 2, 4, 8, 16)
+ROOF_BLOCKS_PER_SM = (1, 2, 4)
+ROOF_SPLITS = ("thread", "warp")
 
 
 @dataclass(frozen=True)
@@ -34,39 +39,51 @@ class RoofPoint:
     read_gbs: float  # bytes read per second / 1e9
     registers: int = 0  # per thread
     register_bound: bool = False  # registers, not shared memory or threads, capped the resident blocks
+    split: str = ""  # ring modes: "thread" or "warp" (ModeConfig.split)
+
+    @property
+    def curve(self) -> str:
+        """The family a knee is found in: the mode, and its split for the rings."""
+        return f"{self.mode} ({self.split} split)" if self.split else self.mode
 
     def fraction(self, copy_gbs: float) -> float:
         return self.read_gbs / copy_gbs
 
 
-def ring_configs(num_tiles: int, sm_count: int, *, threads: int = 256, stages=(2, 4, 8), tiles_per_stage=(1, 2, 4, 8),
-                 blocks_per_sm=(1, 2, 4), split: str = "thread") -> list[tuple[ModeConfig, int]]:
-    """(config, blocks per SM) of pipeN and ws that fit an SM's shared memory and threads, as persistent grids."""
+def ring_configs(num_tiles: int, sm_count: int, *, threads: int = 256, stages=ROOF_STAGES,
+                 tiles_per_stage=ROOF_TILES_PER_STAGE, blocks_per_sm=ROOF_BLOCKS_PER_SM, splits=ROOF_SPLITS) -> list[tuple[ModeConfig, int]]:
+    """(config, blocks per SM) of pipeN and ws that fit an SM's shared memory and threads, as persistent grids.
+
+    With the warp split only fills of a whole number of tiles per consumer warp are taken: a smaller fill would
+    leave warps idle and measure that instead of the copies."""
     out = []
-    for mode in ("pipeN", "ws"):
-        block_threads = threads + (32 if mode == "ws" else 0)
-        for bps in blocks_per_sm:
-            if bps * block_threads > THREADS_PER_SM:
-                continue
-            per_block = -(-num_tiles // (sm_count * bps))
-            for k in stages:
-                for t in tiles_per_stage:
-                    ring = k * t * 4096
-                    if bps * (ring + STATIC_SMEM_RESERVE + 1024) > SMEM_PER_SM:
-                        continue
-                    out.append((ModeConfig(mode, threads=threads, tiles_per_block=per_block, stages=k,
-                                           tiles_per_stage=t, split=split), bps))
+    warps = threads // 32
+    for split in splits:
+        for mode in ("pipeN", "ws"):
+            block_threads = threads + (32 if mode == "ws" else 0)
+            for bps in blocks_per_sm:
+                if bps * block_threads > THREADS_PER_SM:
+                    continue
+                per_block = -(-num_tiles // (sm_count * bps))
+                for k in stages:
+                    for t in tiles_per_stage:
+                        ring = k * t * 4096
+                        if bps * (ring + STATIC_SMEM_RESERVE + 1024) > SMEM_PER_SM or (split == "warp" and t % warps):
+                            continue
+                        out.append((ModeConfig(mode, threads=threads, tiles_per_block=per_block, stages=k,
+                                               tiles_per_stage=t, split=split), bps))
     return out
 
 
 def knees(points: list[RoofPoint], fraction: float = KNEE_FRACTION) -> dict[str, RoofPoint]:
-    """Per mode: the point with the fewest bytes in flight per SM that reaches `fraction` of the mode's best rate."""
+    """Per curve (mode and split): the point with the fewest bytes in flight per SM that reaches `fraction` of that
+    curve's best rate."""
     out = {}
-    for mode in sorted({p.mode for p in points}):
-        mine = [p for p in points if p.mode == mode]
+    for curve in sorted({p.curve for p in points}):
+        mine = [p for p in points if p.curve == curve]
         best = max(p.read_gbs for p in mine)
         ok = [p for p in mine if p.read_gbs >= fraction * best]
-        out[mode] = min(ok, key=lambda p: (p.in_flight_per_sm, -p.read_gbs))
+        out[curve] = min(ok, key=lambda p: (p.in_flight_per_sm, -p.read_gbs))
     return out
 
 
@@ -133,7 +150,8 @@ def measure_tma(runner, configs, runs: int, warmups: int, progress=None) -> list
         bps = min(bps, fits)
         in_flight = bps * cfg.bytes_in_flight
         p = RoofPoint(cfg.describe(), cfg.mode, cfg.stages, cfg.tiles_per_stage, bps, in_flight, t.median,
-                      runner.n * 4 / (t.median * 1e-3) / 1e9, regs, register_bound)
+                      runner.n * 4 / (t.median * 1e-3) / 1e9, regs, register_bound,
+                      cfg.split if cfg.spec.ring else "")
         points.append(p)
         if progress is not None:
             print(f"[{i + 1}/{len(configs)}] {p.label}, {bps} blocks/SM: {p.read_gbs:.0f} GB/s", file=progress,
@@ -152,13 +170,13 @@ class RoofResult:
     def rows(self) -> list[list]:
         rows = []
         for p in self.read_points + self.tma_points:
-            rows.append([p.mode, p.stages or "", p.tiles_per_stage or "",
+            rows.append([p.mode, p.split, p.stages or "", p.tiles_per_stage or "",
                          f"{p.tiles_per_stage * 4}" if p.tiles_per_stage else "", p.blocks_per_sm, p.registers or "",
                          f"{p.in_flight_per_sm // 1024}" if p.in_flight_per_sm else "", f"{p.median_ms:.4f}",
                          f"{p.read_gbs:.0f}", f"{p.fraction(self.copy_gbs):.3f}"])
         return rows
 
-    HEADERS = ["mode", "stages", "tiles/stage", "stage KiB", "blocks/SM", "regs", "in flight KiB/SM", "ms",
+    HEADERS = ["mode", "split", "stages", "tiles/stage", "stage KiB", "blocks/SM", "regs", "in flight KiB/SM", "ms",
                "read GB/s", "x copy rate"]
 
     def text(self, fmt: str = "simple") -> str:
@@ -177,8 +195,8 @@ class RoofResult:
                          f"({best.label}, {best.blocks_per_sm} blocks/SM, {best.in_flight_per_sm // 1024} KiB in "
                          f"flight per SM)")
             ring = [p for p in self.tma_points if p.mode in ("pipeN", "ws")]
-            for mode, p in knees(ring).items():
-                lines.append(f"{mode}: the curve bends at {p.in_flight_per_sm // 1024} KiB in flight per SM "
+            for curve, p in knees(ring).items():
+                lines.append(f"{curve}: the curve bends at {p.in_flight_per_sm // 1024} KiB in flight per SM "
                              f"({p.read_gbs:.0f} GB/s, {KNEE_FRACTION:.0%} of its best; {p.label}, "
                              f"{p.blocks_per_sm} blocks/SM)")
             if ring:
@@ -194,18 +212,19 @@ class RoofResult:
 
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
-        w.writerow(["mode", "stages", "tiles_per_stage", "blocks_per_sm", "registers", "in_flight_bytes_per_sm",
-                    "median_ms", "read_gbs", "fraction_of_copy", "label"])
-        w.writerow(["memcpy_dtod", "", "", "", "", "", "", f"{self.copy_gbs:.1f}", "1.0000", "read + written bytes"])
+        w.writerow(["mode", "split", "stages", "tiles_per_stage", "blocks_per_sm", "registers",
+                    "in_flight_bytes_per_sm", "median_ms", "read_gbs", "fraction_of_copy", "label"])
+        w.writerow(["memcpy_dtod", *[""] * 7, f"{self.copy_gbs:.1f}", "1.0000", "read + written bytes"])
         for p in self.read_points + self.tma_points:
-            w.writerow([p.mode, p.stages, p.tiles_per_stage, p.blocks_per_sm, p.registers, p.in_flight_per_sm,
-                        f"{p.median_ms:.6f}", f"{p.read_gbs:.1f}", f"{p.fraction(self.copy_gbs):.4f}", p.label])
+            w.writerow([p.mode, p.split, p.stages, p.tiles_per_stage, p.blocks_per_sm, p.registers,
+                        p.in_flight_per_sm, f"{p.median_ms:.6f}", f"{p.read_gbs:.1f}",
+                        f"{p.fraction(self.copy_gbs):.4f}", p.label])
         return out.getvalue()
 
 
-def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads: int = 256, stages=(2, 4, 8),
-             tiles_per_stage=(1, 2, 4, 8), blocks_per_sm=(1, 2, 4), split: str = "thread", article_modes: bool = True,
-             progress=sys.stderr) -> RoofResult:
+def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads: int = 256, stages=ROOF_STAGES,
+             tiles_per_stage=ROOF_TILES_PER_STAGE, blocks_per_sm=ROOF_BLOCKS_PER_SM, splits=ROOF_SPLITS,
+             article_modes: bool = True, progress=sys.stderr) -> RoofResult:
     from .driver import device_properties
     from .modes import B08Runner
     from .verify import make_input
@@ -222,7 +241,7 @@ def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads:
         word_sum = int(inp.data.view(np.uint32).sum(dtype=np.uint32))
         read_points = measure_read_kernel(runner, props.sm_count, runs, warmups, word_sum)
         configs = ring_configs(runner.num_tiles, props.sm_count, threads=threads, stages=stages,
-                               tiles_per_stage=tiles_per_stage, blocks_per_sm=blocks_per_sm, split=split)
+                               tiles_per_stage=tiles_per_stage, blocks_per_sm=blocks_per_sm, splits=splits)
         if article_modes:
             # 64 tiles per block as in the article: many blocks, up to 8 resident per SM
             configs = [(ModeConfig(m, threads=threads, tiles_per_block=64), 8)

@@ -5,11 +5,28 @@ from __future__ import annotations
 import numpy as np
 
 from .driver import DeviceBuffer
-from .errors import BarrierTimeout
+from .errors import BarrierTimeout, TimedOutWait
 
-# Mirrors struct DrvtmaStatus; keep the field order identical.
-STATUS_FIELDS = ("timeouts", "claimed", "block", "thread", "barrier", "stage", "parity", "where")
-STATUS_DTYPE = np.dtype([(f, "<u4") for f in STATUS_FIELDS])
+# Mirrors struct DrvtmaTimeout / DrvtmaStatus; keep the field order identical.
+STATUS_SLOTS = 8  # kStatusSlots
+TIMEOUT_DTYPE = np.dtype([(f, "<u4") for f in ("block", "thread", "barrier", "stage", "parity", "where")]
+                         + [("since_ns", "<u8")])
+STATUS_DTYPE = np.dtype([("timeouts", "<u4"), ("claimed", "<u4"), ("reserved", "<u4", (2,)),
+                         ("slot", TIMEOUT_DTYPE, (STATUS_SLOTS,))])
+
+
+def timed_out_waits(rec: np.void) -> list[TimedOutWait]:
+    """The stored timeouts of one status record, the earliest-begun wait first."""
+    stored = min(int(rec["claimed"]), STATUS_SLOTS)
+    waits = [TimedOutWait(*(int(s[f]) for f in TIMEOUT_DTYPE.names)) for s in rec["slot"][:stored]]
+    return sorted(waits, key=lambda w: (w.since_ns, w.block, w.thread))
+
+
+def barrier_timeout(kernel: str, rec: np.void) -> BarrierTimeout | None:
+    """The BarrierTimeout a status record reports, or None when no wait timed out."""
+    if not rec["timeouts"]:
+        return None
+    return BarrierTimeout(kernel, timed_out_waits(rec), int(rec["timeouts"]))
 
 
 class StatusBuffer(DeviceBuffer):
@@ -27,7 +44,6 @@ class StatusBuffer(DeviceBuffer):
 
     def check(self, kernel: str) -> None:
         """Raise BarrierTimeout if any wait of the last launches timed out (synchronises through the copy)."""
-        rec = self.read()
-        if rec["timeouts"]:
-            raise BarrierTimeout(kernel, int(rec["block"]), int(rec["barrier"]), int(rec["stage"]),
-                                 int(rec["parity"]), int(rec["timeouts"]), int(rec["where"]))
+        error = barrier_timeout(kernel, self.read())
+        if error is not None:
+            raise error

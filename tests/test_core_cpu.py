@@ -1,6 +1,7 @@
 """Core checks that need no GPU: compile, cache, SASS, argument packing, errors, the command line."""
 
 import os
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,11 @@ import numpy as np
 import pytest
 
 from drvtma import compiler, sass
-from drvtma.errors import CudaError, LaunchError, NvrtcError
+from drvtma.errors import BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
 from drvtma.kernel import ArgPacker, LaunchConfig
+from drvtma.modes import describe_wait
+from drvtma.status import STATUS_DTYPE, STATUS_SLOTS, TIMEOUT_DTYPE, barrier_timeout
+from struct_layout import compile_layout_check
 
 CU_FILES = sorted(p.name for p in compiler.cu_dir().glob("*.cu"))
 
@@ -194,6 +198,42 @@ def test_launch_config_normalises_and_checks_clusters():
 def test_cuda_error_names_call_error_and_description():
     e = CudaError("cuModuleLoadData", 200, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid")
     assert str(e) == "cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)"
+
+
+def _status_record(waits, timeouts=None):
+    rec = np.zeros(1, STATUS_DTYPE)[0]
+    rec["timeouts"] = len(waits) if timeouts is None else timeouts
+    rec["claimed"] = len(waits)
+    for i, w in enumerate(waits[:STATUS_SLOTS]):
+        rec["slot"][i] = tuple(w)
+    return rec
+
+
+def test_status_record_mirrors_the_cuda_struct():
+    source = '#include <drvtma/status.cuh>\n'
+    compile_layout_check(source, {"DrvtmaStatus": STATUS_DTYPE, "DrvtmaTimeout": TIMEOUT_DTYPE}, "status_layout.cu")
+
+
+def test_barrier_timeout_leads_with_the_earliest_begun_wait():
+    late = TimedOutWait(block=3, thread=0, barrier=1, stage=0, parity=0, where=2, since_ns=5_000)
+    early = TimedOutWait(block=7, thread=32, barrier=0, stage=1, parity=1, where=1, since_ns=1_000)
+    assert barrier_timeout("k", _status_record([])) is None
+    e = barrier_timeout("k", _status_record([late, early]))
+    assert e.waits == (early, late) and (e.block, e.thread, e.barrier, e.stage, e.parity, e.where) == (7, 32, 0, 1, 1, 1)
+    assert str(e).startswith("k: 2 mbarrier wait(s) timed out; the first to begin: block 7 thread 32, barrier 0")
+    assert "block 3 barrier 1, stage 0, parity 0 (site 2) +4.0 us" in str(e)
+    assert pickle.loads(pickle.dumps(e)).waits == e.waits
+
+
+def test_barrier_timeout_counts_what_the_slots_could_not_hold():
+    waits = [TimedOutWait(b, 0, 0, 0, 0, 1, 100 * b) for b in range(12)]
+    e = barrier_timeout("k", _status_record(waits, timeouts=40))
+    assert len(e.waits) == STATUS_SLOTS and e.count == 40 and "(32 more not recorded)" in str(e)
+
+
+def test_ring_waits_are_named_in_words():
+    e = BarrierTimeout("ws_ring", [TimedOutWait(0, 256, 1, 2, 0, 2, 0)], 1, describe=describe_wait)
+    assert "empty[2] parity 0 (the producer's wait on an empty barrier)" in str(e)
 
 
 def _run_cli(*args, env=None):

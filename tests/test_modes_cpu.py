@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 
 from drvtma import compiler, sass
 from drvtma import ring
-from drvtma.bench_cli import config_from_args, sweep_parser
-from drvtma.errors import LaunchError
+from drvtma.bench_cli import config_from_args, floors_parser, sweep_parser
+from drvtma.errors import DrvtmaError, LaunchError
+from drvtma.floors import FloorRow, FloorsResult, check_probe_sums, ring_label
 from drvtma.modes import (ALL_MODES, FAULTS_BY_MODE, MODES, RING_MODEL_FAULT, ModeConfig, check_alignment,
                           check_problem_size, predicted_timeouts, tiles_x_for)
 from drvtma.roof import RoofPoint, blocks_by_registers, knees, ring_configs
@@ -92,6 +93,68 @@ def test_ring_kernels_compile_with_warp_owned_tiles(threads):
     funcs = sass.functions(compiler.compile_cubin("pipelines.cu", defines=cfg.defines()))
     for kernel in ("pipe_ring", "ws_ring"):
         assert "UBLKCP.S.G" in funcs[kernel]
+
+
+@pytest.mark.parametrize("mode", ["pipeN", "ws"])
+@pytest.mark.parametrize("split", ["thread", "warp"])
+def test_ring_halves_keep_only_their_half(mode, split):
+    """The floors probes: copies without the consumers' arithmetic, arithmetic without copies."""
+    full = ModeConfig(mode, split=split)
+    kernel = full.spec.kernel
+    ops = {part: sass.instructions(compiler.compile_cubin("pipelines.cu", defines=full.with_(part=part).defines()),
+                                   kernel) for part in ("full", "copy_only", "compute_only")}
+    assert sass.has_opcode(ops["full"], "UBLKCP") and sass.has_opcode(ops["full"], "FFMA")
+    assert sass.has_opcode(ops["copy_only"], "UBLKCP") and not sass.has_opcode(ops["copy_only"], "FFMA")
+    assert not sass.has_opcode(ops["copy_only"], "LDS")  # consumers never read the ring
+    assert not sass.has_opcode(ops["compute_only"], "UBLKCP") and sass.has_opcode(ops["compute_only"], "FFMA")
+    for part in ("copy_only", "compute_only"):  # every wait stays bounded
+        assert sass.has_opcode(ops[part], "SYNCS.PHASECHK.TRANS64.TRYWAIT")
+
+
+def test_ring_parts_are_checked():
+    assert ModeConfig("ws", part="copy_only").defines()["DRVTMA_RING_PART"] == 1
+    assert "DRVTMA_RING_PART" not in ModeConfig("ws").defines()
+    assert "compute only" in ModeConfig("pipeN", part="compute_only").describe()
+    with pytest.raises(LaunchError, match="part must be one of"):
+        ModeConfig("ws", part="half")
+    with pytest.raises(LaunchError, match="splits a working ring"):
+        ModeConfig("sync", part="copy_only")
+    with pytest.raises(LaunchError, match="splits a working ring"):
+        ModeConfig("ws", part="copy_only", fault="expect_tx_low")
+
+
+def test_probe_sums_must_show_what_the_half_did():
+    poisoned = np.full((4, 1, 2), SUMS_POISON, np.uint32)
+    written = np.arange(8, dtype=np.uint32).reshape(4, 1, 2)
+    copy_only, compute_only = ModeConfig("ws", part="copy_only"), ModeConfig("ws", part="compute_only")
+    check_probe_sums(copy_only, poisoned)
+    check_probe_sums(compute_only, written)
+    with pytest.raises(DrvtmaError, match="must compute nothing"):
+        check_probe_sums(copy_only, written)
+    half = written.copy()
+    half[2] = SUMS_POISON
+    with pytest.raises(DrvtmaError, match="1 checksum pair"):
+        check_probe_sums(compute_only, half)
+
+
+def test_floor_rows_name_the_bound():
+    row = FloorRow("ws", 1, 0.0028, 0.0064, 0.0147, 0.0155, 0.0287)
+    assert row.bound_ms == 0.0147 and row.limit == "compute"
+    assert row.best_speedup == pytest.approx(0.0287 / 0.0147) and row.speedup == pytest.approx(0.0287 / 0.0155)
+    result = FloorsResult("H200", preset("article"), [row])
+    assert "compute" in result.text() and "14.70" in result.text()
+    assert result.csv_text().splitlines()[1].startswith("ws,1,0.002800,0.006400,0.014700")
+
+
+def test_floors_cli_takes_the_sweep_options():
+    args = floors_parser().parse_args(["--stages", "2", "--tiles-per-stage", "16", "--split", "warp",
+                                       "--ring-threads", "512"])
+    cfg = config_from_args(args)
+    rings = [m for m in cfg.modes if m.spec.ring]
+    assert rings and all((m.stages, m.tiles_per_stage, m.split, m.threads) == (2, 16, "warp", 512) for m in rings)
+    assert all(m.threads == 256 for m in cfg.modes if not m.spec.ring)
+    assert ring_label(rings[0]) == "pipeN 2x16 warp, 512 thr, 64 tiles/block"
+    assert not hasattr(args, "flush_l2") and cfg.flush_l2 is False
 
 
 @pytest.mark.parametrize("mode,fault", [(m, f) for m, fs in FAULTS_BY_MODE.items() for f in fs])
@@ -352,6 +415,20 @@ def test_targets_name_the_best_ring_and_the_slow_modes():
     rows[0].timings["ws"] = Timing((0.02,))
     text = targets_text(SweepResult(cfg, rows))
     assert "best ring mode pipeN at 2.40x sync (misses" in text and "pipeN (0.943x)" in text
+    assert "cuMemcpyDtoD" not in text
+
+
+def test_targets_compare_the_best_read_rate_with_the_copy_rate():
+    cfg = SweepConfig(1 << 28, (1, 256), tuple(ModeConfig(m) for m in ("sync", "bulk1d", "ws")))
+    rows = [SweepRow(k, {"sync": Timing((0.31,)), "bulk1d": Timing((0.33,)), "ws": Timing((t,))})
+            for k, t in ((1, 0.25), (256, 0.9))]
+    result = SweepResult(cfg, rows, copy_gbs=4200.0)
+    gbs = (1 << 30) / 0.25e-3 / 1e9
+    assert f"best TMA mode ws reads {gbs:.0f} GB/s = {gbs / 4200:.3f}" in targets_text(result)
+    assert "meets the 95% target" in targets_text(result)
+    assert "cuMemcpyDtoD in the same run: 4200 GB/s" in markdown_text(result)
+    result.copy_gbs = 4600.0
+    assert "misses the 95% target" in targets_text(result)
 
 
 def test_reference_comparison_only_for_the_reference_configuration():
@@ -384,10 +461,12 @@ def test_hbm_preset_reads_1_gib_over_every_sm():
     tiles = cfg.n // 1024
     for m in cfg.modes:
         if m.spec.ring:
-            assert 132 * 3 < m.grid(tiles) <= 132 * 4  # every SM, four blocks each (the roof's best shape)
+            assert 132 < m.grid(tiles) <= 132 * 2  # every SM, two blocks each (the roof's best shape)
             assert (m.grid(tiles) - 1) * m.tiles_per_block < tiles <= m.grid(tiles) * m.tiles_per_block
+            assert m.split == "warp" and m.tiles_per_stage == m.consumer_warps  # no consumer warp idles
         else:
             assert m.grid(tiles) == 4096
+    assert cfg.measure_copy and not preset("article").measure_copy
 
 
 def test_cli_options_override_the_preset():
@@ -606,10 +685,22 @@ def test_predicted_timeouts_of_the_gpu_tests_broken_shape(mode, fault):
 
 def test_ring_configs_fit_an_sm():
     configs = ring_configs(262144, 132)
-    assert {c.mode for c, _ in configs} == {"pipeN", "ws"}
+    assert {c.mode for c, _ in configs} == {"pipeN", "ws"} and {c.split for c, _ in configs} == {"thread", "warp"}
     for cfg, bps in configs:
         assert bps * (cfg.smem_bytes + 2048) <= 228 * 1024 and bps * cfg.block_threads <= 2048
         assert cfg.grid(262144) <= 132 * bps
+        if cfg.split == "warp":
+            assert cfg.tiles_per_stage % cfg.consumer_warps == 0  # no idle consumer warp
+    shapes = {(c.mode, c.split, c.stages, c.tiles_per_stage, bps) for c, bps in configs}
+    assert ("ws", "warp", 2, 8, 2) in shapes and ("pipeN", "warp", 2, 16, 1) in shapes
+
+
+def test_knees_are_per_mode_and_split():
+    pts = [RoofPoint("a", "ws", 2, 8, 1, kib * 1024, 1.0, gbs, split=split) for kib, gbs, split in
+           ((32, 3000, "thread"), (64, 3900, "thread"), (64, 4200, "warp"), (128, 4250, "warp"))]
+    k = knees(pts)
+    assert set(k) == {"ws (thread split)", "ws (warp split)"}
+    assert k["ws (thread split)"].in_flight_per_sm == 64 * 1024 and k["ws (warp split)"].in_flight_per_sm == 64 * 1024
 
 
 def test_knee_is_the_least_in_flight_near_the_best():

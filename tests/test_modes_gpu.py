@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from drvtma import ring
 from drvtma.errors import BarrierTimeout, LaunchError
 from drvtma.modes import ALL_MODES, BARRIER_NAMES, RING_MODEL_FAULT, B08Runner, ModeConfig, predicted_timeouts
+from drvtma.status import STATUS_SLOTS
 from drvtma.sweep import SweepConfig, csv_columns, csv_text, run_sweep
 from drvtma.verify import ChecksumMismatch, Reference, TileInput, check_same_total, make_input
 
@@ -97,6 +98,33 @@ def test_small_sweep(ctx):
         assert all(t.median > 0 and len(t.samples) == 2 for t in row.timings.values())
 
 
+@pytest.mark.parametrize("mode", ["pipeN", "ws"])
+@pytest.mark.parametrize("split", ["thread", "warp"])
+def test_ring_halves_do_their_half(runner, mode, split):
+    """Copy-only leaves every sum poisoned, compute-only writes them all (check_probe_sums), neither times out,
+    and the runner refuses to verify a half."""
+    from drvtma.floors import check_probe_sums
+
+    for part in ("copy_only", "compute_only"):
+        cfg = default_config(mode, split=split, part=part)
+        check_probe_sums(cfg, runner.run_checked(cfg, 3, verify=False))
+        with pytest.raises(LaunchError, match="no checkable sums"):
+            runner.run_checked(cfg, 3)
+    runner.run_checked(default_config(mode, split=split), 3)  # the full ring, same shape, verifies
+
+
+def test_floors_of_a_small_configuration(ctx):
+    from drvtma.floors import run_floors
+
+    modes = (ModeConfig("sync", tiles_per_block=8),
+             ModeConfig("ws", tiles_per_block=8, stages=2, tiles_per_stage=4))
+    result = run_floors(SweepConfig(n=128 * 1024, fma_list=(1, 16), modes=modes, runs=3, warmups=1), progress=None)
+    assert [(r.ring.split()[0], r.fma_iters) for r in result.rows] == [("ws", 1), ("ws", 16)]
+    for r in result.rows:
+        assert min(r.launch_ms, r.copy_ms, r.compute_ms, r.full_ms, r.sync_ms) > 0
+    assert "best x sync" in result.text()
+
+
 # ------------------------------------------------------------------------------------------ broken rings
 
 BROKEN_SHAPE = dict(stages=2, tiles_per_stage=1, tiles_per_block=5, threads=128)
@@ -119,9 +147,14 @@ def test_broken_ring_ends_in_barrier_timeout(broken_runner, mode, fault):
     assert cfg.spec.kernel in e.kernel and e.count >= 1
     assert 0 <= e.block < cfg.grid(BROKEN_TILES)
     predicted = predicted_timeouts(cfg, BROKEN_TILES)
-    assert (e.barrier, e.stage, e.parity) in predicted, (
-        f"reported {BARRIER_NAMES.get(e.barrier)}[{e.stage}] parity {e.parity}; the model's stuck waits: "
-        f"{sorted(predicted)}")
+    assert 1 <= len(e.waits) <= min(e.count, STATUS_SLOTS)
+    assert [w.since_ns for w in e.waits] == sorted(w.since_ns for w in e.waits)
+    for w in e.waits:  # every recorded wait, not just the first, is one the model says hangs
+        assert (w.barrier, w.stage, w.parity) in predicted, (
+            f"reported {BARRIER_NAMES.get(w.barrier)}[{w.stage}] parity {w.parity}; the model's stuck waits: "
+            f"{sorted(predicted)}")
+        assert 0 <= w.block < cfg.grid(BROKEN_TILES) and 0 <= w.thread < cfg.block_threads
+    assert (e.barrier, e.stage, e.parity) == e.waits[0][2:5] and "the first to begin" in str(e)
     # the context survived: the same shape without the fault runs and verifies
     broken_runner.run_checked(cfg.with_(fault=None), 1)
 

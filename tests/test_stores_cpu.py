@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from drvtma import compiler, sass
 from drvtma import stores as S
 from drvtma.dtypes import ALL_DTYPES, BFLOAT16, FLOAT16, FLOAT32, INT32, INT64, UINT32, UINT64
-from drvtma.errors import NvrtcError, TensorMapError
+from drvtma.errors import TensorMapError
 from drvtma.tensormap import TensorMapSpec
+from struct_layout import compile_layout_check
 
 seeds = st.integers(0, 2**32 - 1)
 store_dtypes = st.sampled_from(S.STORE_DTYPES)
@@ -410,22 +411,8 @@ def test_store_probe_sass_shows_tensor_stores_reductions_and_the_fences():
 
 
 def test_job_layouts_match_the_cuda_structs():
-    """Compiles static_asserts of every field offset; NVRTC 13.0 lacks __builtin_offsetof (CI has 13.5)."""
-    checks = [f"static_assert(sizeof(StoreJob) == {S.STORE_JOB_DTYPE.itemsize}, \"size\");",
-              f"static_assert(sizeof(BulkStoreJob) == {S.BULK_JOB_DTYPE.itemsize}, \"size\");"]
-    for struct, dtype in (("StoreJob", S.STORE_JOB_DTYPE), ("BulkStoreJob", S.BULK_JOB_DTYPE)):
-        for name in dtype.names:
-            checks.append(f"static_assert(__builtin_offsetof({struct}, {name}) == {dtype.fields[name][1]}, "
-                          f"\"{struct}.{name}\");")
-    # The kernel's text goes in whole (not #include'd) so the compile cache key covers it.
-    source = (compiler.cu_dir() / "store_probe.cu").read_text() + "\n".join(checks) + "\n"
-    try:
-        cubin = compiler.compile_cubin(source, name="store_job_layout.cu")
-    except NvrtcError as exc:
-        if '"__builtin_offsetof" is undefined' in exc.log:
-            pytest.skip("NVRTC %d.%d has no __builtin_offsetof" % compiler.nvrtc_version())
-        raise
-    assert cubin[:4] == b"\x7fELF"
+    compile_layout_check((compiler.cu_dir() / "store_probe.cu").read_text(),
+                         {"StoreJob": S.STORE_JOB_DTYPE, "BulkStoreJob": S.BULK_JOB_DTYPE}, "store_job_layout.cu")
 
 
 def test_roundtrip_kernels_issue_tma_loads_and_stores():

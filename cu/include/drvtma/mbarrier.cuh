@@ -18,6 +18,24 @@ __device__ __forceinline__ void mbar_fence_init() {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
+// A run of barriers that share an arrival count, for init_block_barriers.
+struct BarrierRun {
+    u64* bars;
+    int count;
+    u32 arrivals;
+};
+
+// Thread 0 initialises every barrier of the runs and fences the inits for the copy engine; the CTA barrier at
+// the end makes them visible to every thread. Every thread of the block must call it (it ends in __syncthreads).
+__device__ __forceinline__ void init_block_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
+        for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
+        mbar_fence_init();
+    }
+    __syncthreads();
+}
+
 __device__ __forceinline__ void mbar_arrive(u64* bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
@@ -44,7 +62,7 @@ __device__ __forceinline__ bool mbar_try_wait_parity(u64* bar, u32 parity) {
     return done != 0;
 }
 
-// Bounded wait: returns false (after recording who, where and which parity) instead of hanging.
+// Bounded wait: returns false (after recording who, where, which parity and since when) instead of hanging.
 // Callers must stop using the stage and leave the kernel when it returns false.
 __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
                                           u32 where) {
@@ -52,7 +70,7 @@ __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st
     const u64 start = globaltimer_ns();
     while (!mbar_try_wait_parity(bar, parity)) {
         if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
-            drvtma_report_timeout(st, barrier_id, stage, parity, where);
+            drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
             return false;
         }
     }

@@ -3,27 +3,32 @@
 #pragma once
 #include "common.cuh"
 
-struct DrvtmaStatus {
-    u32 timeouts;  // how many waits timed out, over the whole launch
-    u32 claimed;   // 0 until the first timeout claims the fields below
-    u32 block;     // linear block index of the first timeout
-    u32 thread;    // threadIdx.x of the first timeout
-    u32 barrier;   // kernel-chosen barrier id (e.g. 0 = full ring, 1 = empty ring)
-    u32 stage;     // ring stage (or 0)
-    u32 parity;    // parity that was awaited
-    u32 where;     // kernel-chosen call-site id
+constexpr u32 kStatusSlots = 8;  // timed-out waits recorded in full; the count covers all of them
+
+struct DrvtmaTimeout {
+    u32 block;    // linear block index
+    u32 thread;   // threadIdx.x
+    u32 barrier;  // kernel-chosen barrier id (e.g. 0 = full ring, 1 = empty ring)
+    u32 stage;    // ring stage (or 0)
+    u32 parity;   // parity that was awaited
+    u32 where;    // kernel-chosen call-site id
+    u64 since_ns; // %globaltimer when the wait began: the earliest-begun wait is the likeliest root cause
 };
 
-__device__ __noinline__ void drvtma_report_timeout(DrvtmaStatus* st, u32 barrier, u32 stage, u32 parity, u32 where) {
+struct DrvtmaStatus {
+    u32 timeouts;  // how many waits timed out, over the whole launch
+    u32 claimed;   // slots handed out (may pass kStatusSlots; the later ones are counted, not stored)
+    u32 reserved[2];
+    DrvtmaTimeout slot[kStatusSlots];
+};
+
+__device__ __noinline__ void drvtma_report_timeout(DrvtmaStatus* st, u32 barrier, u32 stage, u32 parity, u32 where,
+                                                   u64 since_ns) {
     if (st == nullptr) return;
     atomicAdd(&st->timeouts, 1u);
-    if (atomicCAS(&st->claimed, 0u, 1u) == 0u) {
-        st->block = linear_block_id();
-        st->thread = threadIdx.x;
-        st->barrier = barrier;
-        st->stage = stage;
-        st->parity = parity;
-        st->where = where;
+    const u32 i = atomicAdd(&st->claimed, 1u);
+    if (i < kStatusSlots) {
+        st->slot[i] = DrvtmaTimeout{linear_block_id(), threadIdx.x, barrier, stage, parity, where, since_ns};
     }
     __threadfence();
 }
