@@ -200,8 +200,9 @@ def floors_command(argv: list[str]) -> int:
     result = run_floors(cfg, progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        _write_report(args.out, "floors", f"drvtma bench floors --preset {args.preset}", result.text(),
-                      result.csv_text())
+        shown = [a for i, a in enumerate(argv)
+                 if a != "--out" and not a.startswith("--out=") and (i == 0 or argv[i - 1] != "--out")]
+        _write_report(args.out, "floors", " ".join(["drvtma bench floors", *shown]), result.text(), result.csv_text())
     return 0
 
 
