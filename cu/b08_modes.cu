@@ -11,9 +11,7 @@ extern "C" __global__ void __launch_bounds__(kConsumerThreads)
 b08_sync(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int tiles_per_block, int fma_iters,
          DrvtmaStatus* status) {
     __shared__ alignas(128) float tile[kTileElems];
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
+    const auto [first, count] = block_tiles(num_tiles, tiles_per_block);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
     for (int t = 0; t < count; ++t) {
@@ -35,9 +33,7 @@ b08_bulk1d(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, 
            DrvtmaStatus* status) {
     __shared__ alignas(128) float tile[kTileElems];
     __shared__ alignas(8) u64 full;
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
+    const auto [first, count] = block_tiles(num_tiles, tiles_per_block);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
     init_block_barriers({&full, 1, 1});
@@ -61,9 +57,7 @@ b08_tensor2d(const __grid_constant__ CUtensorMap map, u32* __restrict__ sums, in
              int fma_iters, int tiles_x, DrvtmaStatus* status) {
     __shared__ alignas(128) float tile[kTileElems];  // tensor copies need a 128-byte aligned destination
     __shared__ alignas(8) u64 full;
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
+    const auto [first, count] = block_tiles(num_tiles, tiles_per_block);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
     const u32 width = u32(tiles_x) * kBoxSide;
@@ -90,9 +84,7 @@ b08_pipe2(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
     constexpr int kStages = 2;
     __shared__ alignas(128) float ring[kStages][kTileElems];
     __shared__ alignas(8) u64 full[kStages];
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
+    const auto [first, count] = block_tiles(num_tiles, tiles_per_block);
     const int tid = threadIdx.x;
     TilePublisher pub(sums, tid >> 5);
     init_block_barriers({full, kStages, 1});

@@ -44,10 +44,29 @@ __device__ __forceinline__ void record_wait(uint2* trace, int roles, int role, i
     }
 }
 
-__device__ __forceinline__ int fill_tiles(int i, int tiles_per_stage, int count) {
-    const int left = count - i * tiles_per_stage;
-    return left < tiles_per_stage ? left : tiles_per_stage;
-}
+// This block's run of tiles and the ring it flows through: iteration i fills stage i % stages with the tiles
+// first + i * tiles_per_stage onwards (the last fill may be shorter).
+struct BlockRing {
+    float* smem;  // stages * tiles_per_stage tiles
+    int stages, tiles_per_stage, count, iters;
+    long long first;
+
+    __device__ __forceinline__ BlockRing(float* ring, int num_tiles, int tiles_per_block, int stages_,
+                                         int tiles_per_stage_)
+        : smem(ring), stages(stages_), tiles_per_stage(tiles_per_stage_) {
+        const TileRun run = block_tiles(num_tiles, tiles_per_block);
+        first = run.first;
+        count = run.count;
+        iters = (count + tiles_per_stage - 1) / tiles_per_stage;
+    }
+    __device__ __forceinline__ float* stage(int s) const { return smem + s * tiles_per_stage * kTileElems; }
+    __device__ __forceinline__ long long tile0(int i) const { return first + (long long)i * tiles_per_stage; }
+    __device__ __forceinline__ int fill_tiles(int i) const {
+        const int left = count - i * tiles_per_stage;
+        return left < tiles_per_stage ? left : tiles_per_stage;
+    }
+    __device__ __forceinline__ u32 fill_bytes(int i) const { return u32(fill_tiles(i)) * kTileBytes; }
+};
 
 // Consume the n tiles of one fill at `base` (global tile index tile0 onwards). `release()` runs once per consumer,
 // block- or warp-uniformly, right after its last shared-memory read of the fill and before the compute on it.
@@ -85,66 +104,67 @@ __device__ __forceinline__ void consume_fill(const float* base, long long tile0,
     }
 }
 
+// The consumers' side of both rings: wait for each fill on its full barrier (recording the wait in the trace row
+// of this warp, `roles` rows per block), consume it, and call release(i, stage) once every consumer holds its
+// elements.
+// Returns early, without publishing the rest, when a wait timed out.
+template <typename Release>
+__device__ __forceinline__ void consume_ring(const BlockRing& r, u64* full, int fma_iters, u32* sums,
+                                             DrvtmaStatus* status, uint2* trace, int roles, int trace_capacity,
+                                             Release release) {
+    const int tid = threadIdx.x, warp = tid >> 5;
+    TilePublisher pub(sums, kWarpTiles ? 0 : warp);
+    RingCursor at;
+    for (int i = 0; i < r.iters; ++i) {
+        const int stage = at.stage;
+        if (!mbar_wait(&full[stage], at.phase, status, kBarFull, stage, kSiteConsumerWait)) return;
+        if ((tid & 31) == 0) record_wait(trace, roles, warp, trace_capacity, i, stage, at.phase, r.tile0(i));
+        consume_fill(r.stage(stage), r.tile0(i), r.fill_tiles(i), fma_iters, pub, [&] { release(i, stage); });
+        at.advance(r.stages);
+    }
+    pub.flush();
+}
+
 extern "C" __global__ void __launch_bounds__(kConsumerThreads)
 pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int tiles_per_block, int fma_iters,
           int stages, int tiles_per_stage, DrvtmaStatus* status, uint2* trace, int trace_capacity) {
-    extern __shared__ __align__(128) float ring[];  // stages * tiles_per_stage tiles
+    extern __shared__ __align__(128) float ring_smem[];
     __shared__ alignas(8) u64 full[kMaxStages];
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
-    const int tid = threadIdx.x, warp = tid >> 5;
-    const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
-    const int stage_elems = tiles_per_stage * kTileElems;
+    const BlockRing r(ring_smem, num_tiles, tiles_per_block, stages, tiles_per_stage);
     init_block_barriers({full, stages, 1});
     const bool issuer = is_issuer();
-    TilePublisher pub(sums, kWarpTiles ? 0 : warp);
     auto issue = [&](int i, int s) {
-        const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
         if (!kCopies) {
             mbar_arrive(&full[s]);
             return;
         }
+        const u32 bytes = r.fill_bytes(i);
         if (DRVTMA_FAULT == 3 && i == 0) {
             mbar_expect_tx(&full[s], bytes);  // the arrive is missing: the first fill's phase never completes
         } else {
             mbar_arrive_expect_tx(&full[s], announced_tx(bytes));
         }
-        bulk_load(ring + s * stage_elems, in + (first + (long long)i * tiles_per_stage) * kTileElems, bytes, &full[s]);
+        bulk_load(r.stage(s), in + r.tile0(i) * kTileElems, bytes, &full[s]);
     };
     if (issuer) {
-        for (int i = 0; i < stages && i < iters; ++i) issue(i, i);
+        for (int i = 0; i < stages && i < r.iters; ++i) issue(i, i);
     }
-    RingCursor at;
-    for (int i = 0; i < iters; ++i) {
-        const int stage = at.stage;
-        const u32 phase = at.phase;
-        if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
-        const long long tile0 = first + (long long)i * tiles_per_stage;
-        if ((tid & 31) == 0) record_wait(trace, kConsumerWarps, warp, trace_capacity, i, stage, phase, tile0);
-        // Early release: once every thread holds its elements of the fill in registers, the refill may start.
-        consume_fill(ring + stage * stage_elems, tile0, fill_tiles(i, tiles_per_stage, count), fma_iters, pub, [&] {
-            __syncthreads();
-            if (issuer && i + stages < iters) issue(i + stages, stage);
-        });
-        at.advance(stages);
-    }
-    pub.flush();
+    // Early release: once every thread holds its elements of the fill in registers, the refill may start.
+    consume_ring(r, full, fma_iters, sums, status, trace, kConsumerWarps, trace_capacity, [&](int i, int stage) {
+        __syncthreads();
+        if (issuer && i + stages < r.iters) issue(i + stages, stage);
+    });
 }
 
 // Block = kConsumerThreads consumer threads + one producer warp (the last).
 extern "C" __global__ void __launch_bounds__(kConsumerThreads + 32)
 ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int tiles_per_block, int fma_iters,
         int stages, int tiles_per_stage, DrvtmaStatus* status, uint2* trace, int trace_capacity) {
-    extern __shared__ __align__(128) float ring[];
+    extern __shared__ __align__(128) float ring_smem[];
     __shared__ alignas(8) u64 full[kMaxStages];
     __shared__ alignas(8) u64 empty[kMaxStages];
-    long long first;
-    int count;
-    block_tiles(num_tiles, tiles_per_block, first, count);
-    const int tid = threadIdx.x, warp = tid >> 5;
-    const int iters = (count + tiles_per_stage - 1) / tiles_per_stage;
-    const int stage_elems = tiles_per_stage * kTileElems;
+    const BlockRing r(ring_smem, num_tiles, tiles_per_block, stages, tiles_per_stage);
+    const int warp = threadIdx.x >> 5;
     constexpr int kRoles = kConsumerWarps + 1;  // trace rows: consumer warps, then the producer
     // full: the producer's arrive_expect_tx; empty: one arrive per consumer warp
     init_block_barriers({full, stages, 1}, {empty, stages, kConsumerWarps});
@@ -152,18 +172,15 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
     if (warp == kConsumerWarps) {  // producer warp
         if (!elect_one()) return;
         RingCursor at;
-        for (int i = 0; i < iters; ++i) {
+        for (int i = 0; i < r.iters; ++i) {
             const int stage = at.stage;
-            const u32 phase = at.phase;
             // Empty barriers start on phase 1, which a fresh barrier reports complete: the first lap never waits.
-            const u32 parity = (DRVTMA_FAULT == 4) ? phase : phase ^ 1;
+            const u32 parity = (DRVTMA_FAULT == 4) ? at.phase : at.phase ^ 1;
             if (!mbar_wait(&empty[stage], parity, status, kBarEmpty, stage, kSiteProducerWait)) return;
-            const long long tile0 = first + (long long)i * tiles_per_stage;
-            record_wait(trace, kRoles, kConsumerWarps, trace_capacity, i, stage, parity, tile0);
-            const u32 bytes = u32(fill_tiles(i, tiles_per_stage, count)) * kTileBytes;
+            record_wait(trace, kRoles, kConsumerWarps, trace_capacity, i, stage, parity, r.tile0(i));
             if (kCopies) {
-                mbar_arrive_expect_tx(&full[stage], announced_tx(bytes));
-                bulk_load(ring + stage * stage_elems, in + tile0 * kTileElems, bytes, &full[stage]);
+                mbar_arrive_expect_tx(&full[stage], announced_tx(r.fill_bytes(i)));
+                bulk_load(r.stage(stage), in + r.tile0(i) * kTileElems, r.fill_bytes(i), &full[stage]);
             } else {
                 mbar_arrive(&full[stage]);
             }
@@ -171,21 +188,9 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
         }
         return;
     }
-
-    TilePublisher pub(sums, kWarpTiles ? 0 : warp);
-    RingCursor at;
-    for (int i = 0; i < iters; ++i) {
-        const int stage = at.stage;
-        const u32 phase = at.phase;
-        if (!mbar_wait(&full[stage], phase, status, kBarFull, stage, kSiteConsumerWait)) return;
-        const long long tile0 = first + (long long)i * tiles_per_stage;
-        if ((tid & 31) == 0) record_wait(trace, kRoles, warp, trace_capacity, i, stage, phase, tile0);
-        consume_fill(ring + stage * stage_elems, tile0, fill_tiles(i, tiles_per_stage, count), fma_iters, pub, [&] {
-            __syncwarp();  // every lane's shared-memory reads of the stage precede the release
-            const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
-            if ((tid & 31) == 0 && !skip) mbar_arrive(&empty[stage]);
-        });
-        at.advance(stages);
-    }
-    pub.flush();
+    consume_ring(r, full, fma_iters, sums, status, trace, kRoles, trace_capacity, [&](int i, int stage) {
+        __syncwarp();  // every lane's shared-memory reads of the stage precede the release
+        const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
+        if ((threadIdx.x & 31) == 0 && !skip) mbar_arrive(&empty[stage]);
+    });
 }

@@ -124,11 +124,16 @@ __device__ __forceinline__ void consume_tile(const float* tile, int ctid, TileGe
     pub.push(tile_index, in_sum, out_sum);
 }
 
-// First tile and tile count of this block: contiguous runs of tiles_per_block (the last run may be shorter).
-__device__ __forceinline__ void block_tiles(int num_tiles, int tiles_per_block, long long& first, int& count) {
-    first = (long long)blockIdx.x * tiles_per_block;
+// This block's tiles: a contiguous run of tiles_per_block starting at `first` (the last run may be shorter).
+struct TileRun {
+    long long first;
+    int count;
+};
+
+__device__ __forceinline__ TileRun block_tiles(int num_tiles, int tiles_per_block) {
+    const long long first = (long long)blockIdx.x * tiles_per_block;
     const long long left = num_tiles - first;
-    count = left <= 0 ? 0 : (left < tiles_per_block ? int(left) : tiles_per_block);
+    return {first, left <= 0 ? 0 : (left < tiles_per_block ? int(left) : tiles_per_block)};
 }
 
 // Warp 0's elected lane issues copies: a warp-uniform test, then elect.sync (no peeling loop).
