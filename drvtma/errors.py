@@ -65,10 +65,11 @@ class BarrierTimeout(DrvtmaError):
     ``waits`` holds the recorded ones (up to 8), the earliest-begun first: in a stuck protocol the first wait to
     begin is the likeliest root cause, the later ones its knock-on effects. ``block``, ``barrier``, ``stage``,
     ``parity`` and ``where`` are that first wait's; ``count`` counts every timeout of the launch.
-    ``describe`` names a wait's barrier and site for the message (kernel-specific ids otherwise).
+    ``describe(wait) -> str`` names a wait's barrier and site for the message (default: the kernel's ids).
     """
 
-    def __init__(self, kernel: str, waits, count: int, describe=_plain_wait):
+    def __init__(self, kernel: str, waits, count: int, describe=None):
+        describe = describe or _plain_wait
         self.kernel, self.waits, self.count = kernel, tuple(waits), count
         first = self.waits[0] if self.waits else TimedOutWait(-1, -1, -1, -1, -1, -1, 0)
         self.block, self.thread, self.barrier, self.stage = first.block, first.thread, first.barrier, first.stage

@@ -64,15 +64,15 @@ ALL_MODES = tuple(MODES)
 # DRVTMA_FAULT values of cu/pipelines.cu. missing_arrive: pipeN's issuer announces bytes without arriving;
 # ws's first consumer warp never releases its first stage. wrong_parity: ws's producer starts on phase 0.
 FAULTS = {"expect_tx_low": 1, "expect_tx_high": 2, "missing_arrive": 3, "wrong_parity": 4}
-# DRVTMA_RING_PART values of cu/pipelines.cu: the whole ring, or one half of its work (timing probes that
-# `drvtma bench floors` uses to bound a ring; their sums cannot be verified).
-RING_PARTS = {"full": 0, "copy_only": 1, "compute_only": 2}
 FAULTS_BY_MODE = {"pipeN": ("expect_tx_low", "expect_tx_high", "missing_arrive"), "ws": tuple(FAULTS)}
 # The same faults as drvtma.ring.RingSimulation names them; its model predicts which waits hang.
 RING_MODEL_FAULT = {("ws", "expect_tx_low"): "expect_tx_low", ("ws", "expect_tx_high"): "expect_tx_high",
                     ("ws", "missing_arrive"): "missing_release", ("ws", "wrong_parity"): "producer_parity",
                     ("pipeN", "expect_tx_low"): "expect_tx_low", ("pipeN", "expect_tx_high"): "expect_tx_high",
                     ("pipeN", "missing_arrive"): "missing_arrive"}
+# DRVTMA_RING_PART values of cu/pipelines.cu: the whole ring, or one half of its work (timing probes that
+# `drvtma bench floors` uses to bound a ring; their sums cannot be verified).
+RING_PARTS = {"full": 0, "copy_only": 1, "compute_only": 2}
 
 
 @dataclass(frozen=True)
@@ -411,13 +411,12 @@ class B08Runner:
 
     def check_status(self, cfg: ModeConfig, when: str = "") -> None:
         """Raise BarrierTimeout (naming the kernel, its shape and which waits) if a launch since reset() timed out."""
-        from .errors import BarrierTimeout
         from .status import barrier_timeout
 
-        e = barrier_timeout(cfg.spec.kernel, self.status.read())
+        label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''})"
+        e = barrier_timeout(label, self.status.read(), describe=describe_wait)
         if e is not None:
-            label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''})"
-            raise BarrierTimeout(label, e.waits, e.count, describe=describe_wait)
+            raise e
 
     def flush_l2(self) -> None:
         """Evict the input from L2 by writing a buffer twice its size."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .modes import STATIC_SMEM_RESERVE, ModeConfig
-from .timing import time_launches
+from .timing import copy_rate_gbs, gb_per_s, time_launches
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048
@@ -87,16 +87,6 @@ def knees(points: list[RoofPoint], fraction: float = KNEE_FRACTION) -> dict[str,
     return out
 
 
-def measure_copy(nbytes: int, runs: int, warmups: int) -> float:
-    """cuMemcpyDtoD rate in GB/s, counting read + written bytes."""
-    from .driver import DeviceBuffer, call, cu
-
-    with DeviceBuffer(nbytes) as src, DeviceBuffer(nbytes) as dst:
-        src.fill_u32(0x3F800000)
-        t = time_launches(lambda: call(cu.cuMemcpyDtoD, dst.ptr, src.ptr, nbytes), runs=runs, warmups=warmups)
-    return 2 * nbytes / (t.median * 1e-3) / 1e9
-
-
 def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected_word_sum: int
                         ) -> list[RoofPoint]:
     """The plain read kernel at a few launch shapes; each checked against the input's word sum."""
@@ -120,7 +110,7 @@ def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected
             t = time_launches(lambda: kernel.launch(runner.address, n_vec, sums, grid=grid, block=threads),
                               runs=runs, warmups=warmups)
         points.append(RoofPoint(f"read_vec4 x{unroll}, {threads} thr", "read_vec4", 0, 0, bps, 0, t.median,
-                                runner.n * 4 / (t.median * 1e-3) / 1e9))
+                                gb_per_s(runner.n * 4, t.median)))
     return points
 
 
@@ -150,7 +140,7 @@ def measure_tma(runner, configs, runs: int, warmups: int, progress=None) -> list
         bps = min(bps, fits)
         in_flight = bps * cfg.bytes_in_flight
         p = RoofPoint(cfg.describe(), cfg.mode, cfg.stages, cfg.tiles_per_stage, bps, in_flight, t.median,
-                      runner.n * 4 / (t.median * 1e-3) / 1e9, regs, register_bound,
+                      gb_per_s(runner.n * 4, t.median), regs, register_bound,
                       cfg.split if cfg.spec.ring else "")
         points.append(p)
         if progress is not None:
@@ -233,7 +223,7 @@ def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads:
     n = nbytes // 4 // 1024 * 1024
     if progress is not None:
         print(f"roof: {props.name}, {n * 4 / 2**30:.2f} GiB", file=progress, flush=True)
-    copy_gbs = measure_copy(n * 4, runs, warmups)
+    copy_gbs = copy_rate_gbs(n * 4, runs=runs, warmups=warmups)
     inp = make_input(n, seed=1)
     runner = B08Runner.upload(inp)
     try:

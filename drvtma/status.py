@@ -22,11 +22,12 @@ def timed_out_waits(rec: np.void) -> list[TimedOutWait]:
     return sorted(waits, key=lambda w: (w.since_ns, w.block, w.thread))
 
 
-def barrier_timeout(kernel: str, rec: np.void) -> BarrierTimeout | None:
-    """The BarrierTimeout a status record reports, or None when no wait timed out."""
+def barrier_timeout(kernel: str, rec: np.void, describe=None) -> BarrierTimeout | None:
+    """The BarrierTimeout a status record reports, or None when no wait timed out. `describe` names a wait's
+    barrier and site in the message (BarrierTimeout's default shows the kernel's ids)."""
     if not rec["timeouts"]:
         return None
-    return BarrierTimeout(kernel, timed_out_waits(rec), int(rec["timeouts"]))
+    return BarrierTimeout(kernel, timed_out_waits(rec), int(rec["timeouts"]), describe)
 
 
 class StatusBuffer(DeviceBuffer):

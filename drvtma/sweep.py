@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .modes import ARTICLE_MODES, MODES, ModeConfig
-from .timing import HEAD_START_NS, Timing, time_launches
+from .timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304
@@ -116,7 +116,7 @@ class SweepResult:
 
     def read_gbs(self, row: SweepRow, name: str) -> float:
         """Input bytes a mode read per second / 1e9."""
-        return self.config.n * 4 / (row.timings[name].median * 1e-3) / 1e9
+        return gb_per_s(self.config.n * 4, row.timings[name].median)
 
     @property
     def mode_names(self) -> list[str]:
@@ -345,9 +345,7 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
         result = SweepResult(cfg, device=f"{props.name} ({props.sm_count} SMs, driver {props.driver_version_str})",
                              verified=cfg.verify)
         if cfg.measure_copy:
-            from .roof import measure_copy
-
-            result.copy_gbs = measure_copy(cfg.n * 4, cfg.runs, cfg.warmups)
+            result.copy_gbs = copy_rate_gbs(cfg.n * 4, runs=cfg.runs, warmups=cfg.warmups)
             say(f"sweep: cuMemcpyDtoD of {cfg.n * 4 / 2**20:.0f} MiB: {result.copy_gbs:.0f} GB/s (read + written)")
         flush = runner.flush_l2 if cfg.flush_l2 else None
         total = len(cfg.fma_list) * len(cfg.modes)

@@ -44,6 +44,26 @@ class Timing:
         return min(self.samples)
 
 
+def gb_per_s(nbytes: int, ms: float) -> float:
+    """A rate in GB/s (1e9 bytes per second) from bytes moved in `ms` milliseconds."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def time_copy(nbytes: int, *, runs: int, warmups: int) -> Timing:
+    """cuMemcpyDtoD of nbytes between two buffers of its own, timed like a launch: the device's copy rate, the
+    yardstick of the bandwidth benchmarks (count 2 * nbytes moved: read + written)."""
+    from .driver import DeviceBuffer, call, cu
+
+    with DeviceBuffer(nbytes) as src, DeviceBuffer(nbytes) as dst:
+        src.fill_u32(0x3F800000)
+        return time_launches(lambda: call(cu.cuMemcpyDtoD, dst.ptr, src.ptr, nbytes), runs=runs, warmups=warmups)
+
+
+def copy_rate_gbs(nbytes: int, *, runs: int, warmups: int) -> float:
+    """The cuMemcpyDtoD rate of nbytes in GB/s, counting read + written bytes."""
+    return gb_per_s(2 * nbytes, time_copy(nbytes, runs=runs, warmups=warmups).median)
+
+
 def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
                   head_start_ns: int = HEAD_START_NS) -> Timing:
     """Run `launch()` warmups times, then `runs` times between two events each, behind a stream hold of

@@ -13,8 +13,7 @@ import numpy as np
 from tabulate import tabulate
 
 from drvtma import DeviceBuffer, StatusBuffer, device_properties, load_module
-from drvtma.timing import time_launches
-from drvtma.driver import call, cu
+from drvtma.timing import gb_per_s, time_copy, time_launches
 from drvtma.tensormap import TensorMapSpec, encode_tiled
 
 COLS = 4096  # the array is viewed as rows of 16 KiB
@@ -40,6 +39,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=10)
     args = p.parse_args()
     box_rows, box_cols = (int(v) for v in args.box.lower().split("x"))
+    if not 2 <= args.stages <= 8:  # one stage cannot refill ahead; the kernel has barriers for at most 8
+        p.error(f"--stages must be in 2..8, got {args.stages}")
     props = device_properties()
     rows = max(box_rows, (args.mib << 20) // (4 * COLS) // box_rows * box_rows)
     n = rows * COLS
@@ -51,7 +52,7 @@ def main() -> int:
     module = load_module("roundtrip_store.cu")
     results = []
     with DeviceBuffer.from_array(x) as src, DeviceBuffer(nbytes) as dst, StatusBuffer() as status:
-        memcpy_ms = time_ms(lambda: call(cu.cuMemcpyDtoD, dst.ptr, src.ptr, nbytes), args.repeats)
+        memcpy_ms = time_copy(nbytes, runs=args.repeats, warmups=1).median
 
         plain = module.kernel("plain_roundtrip")
         grid = props.sm_count * 8
@@ -59,8 +60,8 @@ def main() -> int:
         plain_ms = time_ms(lambda: plain.launch(src, dst, n // 4, A, B, grid=grid, block=256), args.repeats)
         plain_check = check(dst, x)
 
-        in_map = encode_tiled(TensorMapSpec.create("float32", (rows, COLS), (box_rows, box_cols)), src)
-        out_map = encode_tiled(TensorMapSpec.create("float32", (rows, COLS), (box_rows, box_cols)), dst)
+        spec = TensorMapSpec.create("float32", (rows, COLS), (box_rows, box_cols))
+        in_map, out_map = encode_tiled(spec, src), encode_tiled(spec, dst)
         tma = module.kernel("tma_roundtrip")
         tiles_x, num_tiles = COLS // box_cols, (rows // box_rows) * (COLS // box_cols)
         tma_grid = props.sm_count * ctas_per_sm
@@ -71,13 +72,13 @@ def main() -> int:
         tma_check = check(dst, x)
 
     moved = 2 * nbytes
-    memcpy_rate = moved / (memcpy_ms * 1e-3) / 1e9
+    memcpy_rate = gb_per_s(moved, memcpy_ms)
     for name, ms, config, verdict in (
             ("cuMemcpyDtoD", memcpy_ms, "-", "-"),
             ("plain float4 kernel", plain_ms, f"grid {grid} x 256", plain_check),
             ("TMA load -> x*a+b -> TMA store", tma_ms,
              f"grid {tma_grid} x 256, tile {box_rows}x{box_cols}, {args.stages} stages", tma_check)):
-        rate = moved / (ms * 1e-3) / 1e9
+        rate = gb_per_s(moved, ms)
         results.append({"kernel": name, "ms": round(ms, 4), "GBps": round(rate, 1),
                         "of_memcpy": round(rate / memcpy_rate, 3), "config": config, "check": verdict})
     print(f"{props.name}: {args.mib} MiB in, {args.mib} MiB out (bytes read + written), median of {args.repeats}")
