@@ -50,9 +50,12 @@ def _spec_from_args(args) -> TensorMapSpec:
              "strides_bytes": args.strides_bytes, "element_strides": args.element_strides,
              "interleave": args.interleave, "swizzle": args.swizzle, "l2_promotion": args.l2_promotion,
              "oob_fill": args.oob_fill, "base_address": args.address}
-    fields.update({k: v for k, v in flags.items() if v is not None})
-    if args.strides is not None:
-        fields.pop("strides_bytes", None)
+    given = {k: v for k, v in flags.items() if v is not None}
+    # strides (elements) and strides_bytes say the same thing: a flag for one replaces the JSON's other
+    for name, other in (("strides", "strides_bytes"), ("strides_bytes", "strides")):
+        if name in given:
+            fields.pop(other, None)
+    fields.update(given)
     if args.allow_overlap:
         fields["allow_overlap"] = True
     if args.allow_undocumented:

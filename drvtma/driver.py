@@ -19,9 +19,6 @@ except ImportError as exc:  # pragma: no cover - cuda-python is a hard dependenc
 else:
     _IMPORT_ERROR = None
 
-_NO_GPU_CODES = {"CUDA_ERROR_NO_DEVICE", "CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA_ERROR_NOT_FOUND",
-                 "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"}
-
 
 def _describe(code) -> tuple[str, str]:
     name = getattr(code, "name", str(code))

@@ -26,9 +26,7 @@ class TmaDtype:
     enum: int
     itemsize: int
     numpy: np.dtype
-    is_float: bool
-    raw_bits: bool = False  # True when `numpy` only carries the bits (bf16, tf32)
-    nan_fill_seen: bool = False  # NaN fill pattern observed on hardware (else predicted)
+    is_float: bool  # bf16 and tf32 travel as raw bits in an unsigned `numpy` carrier
 
     def __str__(self) -> str:
         return self.name
@@ -40,8 +38,8 @@ class TmaDtype:
         return NAN_FILL_HALFWORD.to_bytes(2, "little") * (self.itemsize // 2)
 
 
-def _d(name, enum, itemsize, numpy, is_float, raw_bits=False, nan_fill_seen=False) -> TmaDtype:
-    return TmaDtype(name, enum, itemsize, np.dtype(numpy), is_float, raw_bits, nan_fill_seen)
+def _d(name, enum, itemsize, numpy, is_float) -> TmaDtype:
+    return TmaDtype(name, enum, itemsize, np.dtype(numpy), is_float)
 
 
 UINT8 = _d("uint8", 0, 1, np.uint8, False)
@@ -50,13 +48,13 @@ UINT32 = _d("uint32", 2, 4, np.uint32, False)
 INT32 = _d("int32", 3, 4, np.int32, False)
 UINT64 = _d("uint64", 4, 8, np.uint64, False)
 INT64 = _d("int64", 5, 8, np.int64, False)
-FLOAT16 = _d("float16", 6, 2, np.float16, True, nan_fill_seen=True)
-FLOAT32 = _d("float32", 7, 4, np.float32, True, nan_fill_seen=True)
-FLOAT64 = _d("float64", 8, 8, np.float64, True, nan_fill_seen=True)
-BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True, raw_bits=True, nan_fill_seen=True)
-FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True, nan_fill_seen=True)  # loads keep denormals [seen]
-TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, raw_bits=True, nan_fill_seen=True)
-TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, raw_bits=True, nan_fill_seen=True)
+FLOAT16 = _d("float16", 6, 2, np.float16, True)
+FLOAT32 = _d("float32", 7, 4, np.float32, True)
+FLOAT64 = _d("float64", 8, 8, np.float64, True)
+BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True)
+FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)  # loads keep denormals [seen]
+TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True)
+TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True)
 
 ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, FLOAT64,
                                     BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)

@@ -59,17 +59,17 @@ class LoadProbe:
         tma_coords[:, :spec.rank] = c[:, ::-1]  # the kernel wants dim 0 first, see tensormap.to_tma_order
         out = np.empty((len(c), image_bytes), dtype=np.uint8)
         per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
+        self.status.reset()  # timeouts add up over the launches; one check after the last
         for start in range(0, len(c), per_launch):
             chunk = tma_coords[start:start + per_launch]
             coords_buf = self._scratch("_coords", chunk.nbytes)
             images_buf = self._scratch("_images", len(chunk) * image_bytes)
             coords_buf.upload(chunk)
-            self.status.reset()
             self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
                                poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
                                block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
             out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
-            self.status.check(PROBE_KERNEL)
+        self.status.check(PROBE_KERNEL)
         return out
 
     def close(self) -> None:
@@ -104,7 +104,6 @@ class LoadCheck:
     spec: TensorMapSpec
     coords: np.ndarray
     box_offset: int
-    boxes: int
     bad_boxes: list[int] = field(default_factory=list)
     report: str = ""
 
@@ -139,4 +138,4 @@ def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int
                               poison=poison)
     bad = np.flatnonzero((images != want).any(axis=1)).tolist()
     reports = [describe_mismatch(spec, coords[i], base_offset, images[i], want[i]) for i in bad[:max_reports]]
-    return LoadCheck(spec, coords, base_offset, len(coords), bad, "\n\n".join(reports))
+    return LoadCheck(spec, coords, base_offset, bad, "\n\n".join(reports))

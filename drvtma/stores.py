@@ -20,7 +20,6 @@ Reductions follow the PTX ISA table of cp.reduce.async.bulk.tensor (see REDUCE_D
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -29,8 +28,8 @@ import numpy as np
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, UINT16, UINT32, UINT64, TmaDtype,
                      tma_dtype)
 from .errors import StoreStraddleWarning, TensorMapError
-from .oracle import box_row_addresses
-from .tensormap import Interleave, Swizzle, TensorMapSpec
+from .oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
+from .tensormap import Interleave, Swizzle, TensorMapSpec, round_up
 
 STORE = "store"
 REDUCE_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")  # index = op number in copy.cuh
@@ -95,33 +94,21 @@ def check_store_spec(spec: TensorMapSpec, op: str = STORE) -> TensorMapSpec:
         warnings.warn(
             f"store map inner extent is {spec.shape[-1]} {spec.dtype.name} = {inner_bytes} B, not a multiple of "
             f"{CHUNK_BYTES} B: a store or reduction reaching the inner edge also writes the "
-            f"{_round_up(inner_bytes, CHUNK_BYTES) - inner_bytes} B after it (rest of the 16-byte chunk)",
+            f"{round_up(inner_bytes, CHUNK_BYTES) - inner_bytes} B after it (rest of the 16-byte chunk)",
             StoreStraddleWarning, stacklevel=2)
     return spec
 
 
 def check_store_coordinates(spec: TensorMapSpec, coords) -> tuple[int, ...]:
-    """Refuse coordinates (NumPy order) that fault a store: any negative, or an inner one off a 16-byte boundary."""
-    coords = tuple(int(c) for c in coords)
-    if len(coords) != spec.rank:
-        raise TensorMapError("rank_mismatch", "coords", coords, f"give {spec.rank} coordinates (one per axis)",
-                             f"{len(coords)} coordinates for a rank-{spec.rank} map")
+    """Refuse coordinates (NumPy order) that fault a store: what faults a load (oracle.check_load_coordinates:
+    count, s32 range, an innermost one off a 16-byte boundary), and any negative one."""
+    coords = tuple(int(c) for c in check_load_coordinates(spec, [tuple(coords)])[0])
     for axis, c in enumerate(coords):
-        if not -(1 << 31) <= c < (1 << 31):
-            raise TensorMapError("coordinate_range", f"coords[{axis}]", c, "use a signed 32-bit coordinate",
-                                 "tensor coordinates are .s32")
         if c < 0:
             raise TensorMapError("store_negative_coordinate", f"coords[{axis}]", c,
                                  "start the box at 0 or later; clip the box on the host instead",
                                  "a negative store or reduction coordinate faults the context "
                                  "(CUDA_ERROR_ILLEGAL_INSTRUCTION, sticky) [doc, seen]")
-    inner = coords[-1] * spec.itemsize
-    if inner % CHUNK_BYTES:
-        unit = CHUNK_BYTES // math.gcd(CHUNK_BYTES, spec.itemsize)
-        raise TensorMapError("store_inner_alignment", f"coords[{spec.rank - 1}]", coords[-1],
-                             f"use a multiple of {unit} {spec.dtype.name} for the innermost coordinate",
-                             f"the innermost coordinate is {inner} B from the row start, not a multiple of 16 B; "
-                             "that faults the context")
     return coords
 
 
@@ -132,18 +119,14 @@ def check_bulk_store(dst_offset: int, nbytes: int) -> None:
                              f"the destination is {dst_offset % 16} B past a 16-byte boundary")
     if nbytes <= 0 or nbytes % CHUNK_BYTES:
         raise TensorMapError("bulk_size", "bytes", nbytes, f"use a positive multiple of 16, e.g. "
-                             f"{max(16, _round_up(nbytes, 16))}", "bulk copies move whole 16-byte chunks")
+                             f"{max(16, round_up(nbytes, 16))}", "bulk copies move whole 16-byte chunks")
 
 
 # ---------------------------------------------------------------------------------------------- oracle
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def inner_write_limit(spec: TensorMapSpec) -> int:
     """Elements of a row a store may write: the inner extent rounded up to whole 16-byte chunks [seen]."""
-    return _round_up(spec.shape[-1] * spec.itemsize, CHUNK_BYTES) // spec.itemsize
+    return round_up(spec.shape[-1] * spec.itemsize, CHUNK_BYTES) // spec.itemsize
 
 
 @dataclass(frozen=True)
@@ -302,7 +285,7 @@ def apply_store(memory: np.ndarray, base_offset: int, spec: TensorMapSpec, coord
 @dataclass(frozen=True)
 class StoreCase:
     """One store or reduction: a map spec (its base address is set by the runner), coordinates (NumPy order), the
-    operation, and where the shared-memory source sits modulo 1024 (0, 128, 256 or 512)."""
+    operation, and where the shared-memory source sits modulo 1024 (a multiple of 128)."""
 
     spec: TensorMapSpec
     coords: tuple[int, ...]
@@ -319,7 +302,7 @@ def check_case(case: StoreCase) -> None:
         warnings.simplefilter("ignore", StoreStraddleWarning)
         check_store_spec(case.spec, case.op)
     check_store_coordinates(case.spec, case.coords)
-    if case.smem_offset % 128 or not 0 <= case.smem_offset < SWIZZLE_PERIOD:
+    if case.smem_offset % SMEM_DST_ALIGNMENT or not 0 <= case.smem_offset < SWIZZLE_PERIOD:
         raise TensorMapError("smem_alignment", "smem_offset", case.smem_offset, "use 0, 128, 256, .. 896",
                              "a tensor copy's shared-memory address must be 128-byte aligned [doc]")
 
@@ -386,11 +369,11 @@ def _try_case(rng, dt: TmaDtype, op: str, max_box_bytes: int, max_extent_bytes: 
         return None
     d_inner = int(rng.integers(1, 3 * box_inner + 1))
     if not straddle:
-        d_inner = _round_up(d_inner, unit)
+        d_inner = round_up(d_inner, unit)
     shape_outer = [int(rng.integers(1, 2 * b * e + 2)) for b, e in zip(box_outer, estr)]
     shape = tuple(shape_outer) + (d_inner,)
     strides = [s]
-    step = _round_up(d_inner * s, CHUNK_BYTES) + CHUNK_BYTES * int(rng.integers(0, 3))
+    step = round_up(d_inner * s, CHUNK_BYTES) + CHUNK_BYTES * int(rng.integers(0, 3))
     for n in reversed(shape[:-1]):
         strides.append(step)
         step = step * n + CHUNK_BYTES * int(rng.integers(0, 3))
@@ -420,9 +403,7 @@ _SMEM_SLACK = 2 * SWIZZLE_PERIOD  # worst-case realignment to 1024 plus a source
 @dataclass
 class CaseResult:
     case: StoreCase
-    region: tuple[int, int]  # [start, end) of this case's bytes (guards included) in the batch buffer
     base_offset: int  # tensor base, bytes into the batch buffer
-    elements_written: int
     mismatched_bytes: np.ndarray  # offsets (into the batch buffer) of bytes that differ from the oracle
     box: np.ndarray  # the box the store wrote (loaded_counts shape, dtype carrier)
 
@@ -437,8 +418,6 @@ class StoreBatchResult:
     before: np.ndarray  # the whole buffer as uploaded (poison, tensors)
     expected: np.ndarray
     got: np.ndarray
-    seconds: float
-    launches: int = 1
     counts: dict = field(default_factory=dict)
 
     @property
@@ -480,7 +459,7 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
     for case in cases:
         start = pos
         base = start + GUARD_BYTES
-        end = _round_up(base + _round_up(case.spec.extent_bytes, CHUNK_BYTES) + GUARD_BYTES, SWIZZLE_PERIOD)
+        end = round_up(base + round_up(case.spec.extent_bytes, CHUNK_BYTES) + GUARD_BYTES, SWIZZLE_PERIOD)
         regions.append((start, end))
         bases.append(base)
         pos = end
@@ -491,7 +470,7 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
         if initial is not None and initial[i] is not None:
             init = np.asarray(initial[i], dtype=np.uint8).reshape(-1)
         else:
-            nelem = _round_up(spec.extent_bytes, CHUNK_BYTES) // spec.itemsize
+            nelem = round_up(spec.extent_bytes, CHUNK_BYTES) // spec.itemsize
             init = random_values(spec.dtype, case.op, nelem, rng).view(np.uint8)
         memory[bases[i]:bases[i] + init.size] = init
         n = math.prod(spec.loaded_counts)
@@ -519,31 +498,29 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
     image_blob = np.concatenate(images) if images else np.zeros(16, np.uint8)
     max_image = max((c.spec.smem_bytes for c in cases), default=16)
     kernel = _probe_module().kernel("store_probe")
-    t0 = time.perf_counter()
     with driver.DeviceBuffer(memory.size) as gmem, driver.DeviceBuffer(128 * max(len(cases), 1)) as maps_buf, \
             driver.DeviceBuffer.from_array(jobs) as jobs_buf, driver.DeviceBuffer.from_array(image_blob) as img_buf:
         gmem.upload(memory)
         maps = np.zeros((max(len(cases), 1), 128), np.uint8)
         for i, case in enumerate(cases):
-            tmap = encode_tiled(case.spec.replace(base_address=None), gmem.ptr + bases[i], validate=check)
+            # validate=False: check_case validated every case above (or the caller asked for no checks)
+            tmap = encode_tiled(case.spec, gmem.ptr + bases[i], validate=False)
             maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
         maps_buf.upload(maps)
         kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
                       shared_mem=max_image + _SMEM_SLACK)
-        driver.synchronize()
-        got = gmem.download(np.uint8, (memory.size,))
-    seconds = time.perf_counter() - t0
+        got = gmem.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the launch
     results = []
     for i, case in enumerate(cases):
         lo, hi = regions[i]
         diff = np.flatnonzero(expected[lo:hi] != got[lo:hi]) + lo
-        results.append(CaseResult(case, regions[i], bases[i], written[i], diff, boxes[i]))
+        results.append(CaseResult(case, bases[i], diff, boxes[i]))
     counts = {"cases": len(cases), "stores": sum(c.op == STORE for c in cases),
               "reductions": sum(c.op != STORE for c in cases), "elements_written": int(sum(written))}
-    return StoreBatchResult(results, memory, expected, got, seconds, 1, counts)
+    return StoreBatchResult(results, memory, expected, got, counts)
 
 
-def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None, *, dst_bytes: int | None = None):
+def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None):
     """1D bulk stores, one per CTA: `jobs_spec` is [(dst_offset, nbytes)], non-overlapping. Returns (expected, got)
     over a poisoned destination buffer."""
     from . import driver
@@ -555,7 +532,7 @@ def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None, *, dst_by
     ends = sorted((o, o + n) for o, n in jobs_spec)
     if any(b[0] < a[1] for a, b in zip(ends, ends[1:])):
         raise ValueError("bulk store destinations overlap; one CTA per destination range")
-    size = dst_bytes or (max(e for _, e in ends) + GUARD_BYTES if ends else 16)
+    size = max(e for _, e in ends) + GUARD_BYTES if ends else 16
     dst = rng.integers(0, 256, size, dtype=np.uint8)
     src_total = sum(n for _, n in jobs_spec)
     src = rng.integers(0, 256, max(src_total, 16), dtype=np.uint8)
@@ -570,6 +547,5 @@ def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None, *, dst_by
             driver.DeviceBuffer.from_array(jobs) as jbuf:
         kernel.launch(jbuf, sbuf, dbuf, len(jobs_spec), grid=max(len(jobs_spec), 1), block=PROBE_THREADS,
                       shared_mem=max((n for _, n in jobs_spec), default=16))
-        driver.synchronize()
-        got = dbuf.download(np.uint8, (size,))
+        got = dbuf.download(np.uint8, (size,))  # a synchronous copy: it waits for the launch
     return expected, got

@@ -335,7 +335,7 @@ def contiguous_strides_bytes(shape, itemsize: int) -> tuple[int, ...]:
 
 # ---------------------------------------------------------------------------------------------- validation
 
-def _round_up(x: int, m: int) -> int:
+def round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
@@ -349,8 +349,30 @@ def _elements(nbytes: int, dt: TmaDtype) -> str:
     return f"{nbytes // dt.itemsize} {dt.name}" if nbytes % dt.itemsize == 0 else f"{nbytes} B"
 
 
-def _address_alignment(spec: TensorMapSpec) -> int:
-    return 32 if spec.interleave == Interleave.B32 else 16
+def address_alignment(interleave) -> int:
+    """The alignment of global addresses and strides: 32 B for INTERLEAVE_32B maps, else 16 B."""
+    return 32 if interleave == Interleave.B32 else 16
+
+
+def _address_error(address: int, interleave) -> TensorMapError | None:
+    align = address_alignment(interleave)
+    if address % align == 0:
+        return None
+    why = " (INTERLEAVE_32B)" if align == 32 else ""
+    return TensorMapError("address_alignment", "base_address", hex(address),
+                          f"start the tensor at a multiple of {align} B, e.g. 0x{round_up(address, align):x}",
+                          f"the global address must be {align}-byte aligned{why}; it is {address % align} B past "
+                          "a boundary")
+
+
+def _bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError | None:
+    """The tensor must fit the buffer it is encoded for (from the base address on)."""
+    if available is None or spec.extent_bytes <= available:
+        return None
+    return TensorMapError("buffer_bounds", "shape", spec.shape,
+                          f"use a buffer of at least {spec.extent_bytes} B from the base address",
+                          f"the tensor spans {spec.extent_bytes} B but the buffer holds {available} B from the "
+                          "base address")
 
 
 def _check_rank(spec):
@@ -379,15 +401,9 @@ def _check_enums(spec):
 
 
 def _check_address(spec):
-    if spec.base_address is None:
-        return
-    align = _address_alignment(spec)
-    if spec.base_address % align:
-        why = " (INTERLEAVE_32B)" if align == 32 else ""
-        yield TensorMapError("address_alignment", "base_address", hex(spec.base_address),
-                             f"start the tensor at a multiple of {align} B, e.g. 0x{_round_up(spec.base_address, align):x}",
-                             f"the global address must be {align}-byte aligned{why}; it is "
-                             f"{spec.base_address % align} B past a boundary")
+    error = None if spec.base_address is None else _address_error(spec.base_address, spec.interleave)
+    if error is not None:
+        yield error
 
 
 def _check_dims(spec):
@@ -398,7 +414,7 @@ def _check_dims(spec):
 
 
 def _check_strides(spec):
-    dt, align = spec.dtype, (32 if spec.interleave == Interleave.B32 else 16)
+    dt, align = spec.dtype, address_alignment(spec.interleave)
     if spec.strides_bytes[-1] != dt.itemsize:
         yield TensorMapError("inner_stride", f"strides_bytes[{spec.rank - 1}]", spec.strides_bytes[-1],
                              f"make the last axis contiguous ({dt.itemsize} B per {dt.name}); copy the array or "
@@ -410,7 +426,7 @@ def _check_strides(spec):
             yield TensorMapError("stride_range", f"strides_bytes[{i}]", s, fix,
                                  f"the stride of {_axis(spec, i)} must be in 0..2^40-1 B")
         elif s % align:
-            padded = _round_up(s, align)
+            padded = round_up(s, align)
             why = " (INTERLEAVE_32B)" if align == 32 else ""
             yield TensorMapError(
                 "stride_alignment", f"strides_bytes[{i}]", s,
@@ -433,7 +449,7 @@ def _check_overlap(spec):
         if s_out < s_in * n_in:
             yield TensorMapError(
                 "strides_overlap", f"strides_bytes[{i_out}]", s_out,
-                f"use a stride of at least {_round_up(s_in * n_in, 16)} B for {_axis(spec, i_out)}, or pass "
+                f"use a stride of at least {round_up(s_in * n_in, 16)} B for {_axis(spec, i_out)}, or pass "
                 "allow_overlap=True for an overlapping view",
                 f"{_axis(spec, i_out)} steps {s_out} B but {_axis(spec, i_in)} spans {s_in * n_in} B: "
                 "elements share bytes")
@@ -455,7 +471,7 @@ def _check_box(spec):
     # (16 and 32 B accepted) [seen], so drvtma checks it for every interleave.
     if 1 <= spec.box[-1] <= MAX_BOX and inner % 16:
         unit = 16 // math.gcd(16, dt.itemsize)
-        lo, hi = spec.box[-1] // unit * unit, _round_up(spec.box[-1], unit)
+        lo, hi = spec.box[-1] // unit * unit, round_up(spec.box[-1], unit)
         choices = " or ".join(str(v) for v in (lo, hi) if 1 <= v <= MAX_BOX)
         yield TensorMapError("box_inner_bytes", f"box[{spec.rank - 1}]", spec.box[-1],
                              f"use box[{spec.rank - 1}] = {choices} (a multiple of {unit} {dt.name})",
@@ -604,14 +620,13 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
         spec = spec.replace(base_address=address)
     if not validate:
         return encode_unchecked(spec.tma_params(), address, spec=spec, keepalive=keepalive)
-    if address % _address_alignment(spec):
-        raise next(_check_address(spec))
+    error = _address_error(address, spec.interleave)
+    if error is not None:
+        raise error
     params = _valid_geometry_params(spec, smem_limit)
-    if available is not None and spec.extent_bytes > available:
-        raise TensorMapError("buffer_bounds", "shape", spec.shape,
-                             f"use a buffer of at least {spec.extent_bytes} B from the base address",
-                             f"the tensor spans {spec.extent_bytes} B but the buffer holds {available} B "
-                             "from the base address")
+    error = _bounds_error(spec, available)
+    if error is not None:
+        raise error
     return encode_unchecked(params, address, spec=spec, keepalive=keepalive)
 
 
@@ -629,7 +644,7 @@ def _valid_geometry_params(spec: TensorMapSpec, smem_limit: int) -> TmaParams:
            spec.allow_undocumented, smem_limit)
     params = _valid_geometries.get(key)
     if params is None:
-        errors = [e for e in validate_all(spec, smem_limit=smem_limit) if e.rule != "address_alignment"]
+        errors = validate_all(spec, smem_limit=smem_limit)  # the address was checked by the caller
         if errors:
             raise errors[0]
         if len(_valid_geometries) >= 4096:
@@ -717,15 +732,9 @@ class TensorMap:
 
         spec = self.spec
         address, keepalive, available = _resolve_target(None, target)
-        align = 32 if self.params.interleave == Interleave.B32 else 16
-        if address % align:
-            raise TensorMapError("address_alignment", "base_address", hex(address),
-                                 f"use a multiple of {align} B, e.g. 0x{_round_up(address, align):x}",
-                                 f"the new global address is {address % align} B past a {align}-byte boundary")
-        if spec is not None and available is not None and spec.extent_bytes > available:
-            raise TensorMapError("buffer_bounds", "shape", spec.shape,
-                                 f"use a buffer of at least {spec.extent_bytes} B",
-                                 f"the tensor spans {spec.extent_bytes} B, the new buffer holds {available} B")
+        error = _address_error(address, self.params.interleave) or (spec and _bounds_error(spec, available))
+        if error:
+            raise error
         driver.context()
         driver.call(cu.cuTensorMapReplaceAddress, self._handle, address)
         self._address, self._keepalive = address, keepalive

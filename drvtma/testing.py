@@ -12,11 +12,10 @@ import math
 import numpy as np
 
 from .dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
-from .tensormap import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, Interleave, L2Promotion, OobFill,
-                        Swizzle, TensorMapSpec)
+from .tensormap import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
+                        L2Promotion, OobFill, Swizzle, TensorMapSpec, address_alignment)
 
 ADDRESS_BASE = 0x7F00_0000_0000  # CPU specs get plausible device addresses above this
-_SPAN = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128}
 _SAME_SIZE_INT = {1: UINT8, 2: UINT16, 4: UINT32, 8: UINT64}
 
 
@@ -74,12 +73,12 @@ def build_valid_spec(ch, *, dtypes=ALL_DTYPES, max_rank: int = 5, max_dim: int =
     il = Interleave.NONE
     if interleave and rank >= 3 and ch.chance(0.15):
         il = ch.choice([Interleave.B16, Interleave.B32])
-    align = 32 if il == Interleave.B32 else 16
+    align = address_alignment(il)
     if il == Interleave.B32:
         swizzle = Swizzle.B32
     else:
         swizzle = ch.choice(list(Swizzle))
-    span = _SPAN[swizzle]
+    span = SWIZZLE_SPAN_BYTES[swizzle]
     unit = 16 // s  # elements per 16 bytes (s <= 8)
     if il == Interleave.NONE:
         most = (span if span else MAX_BOX * s) // 16  # 16-byte units in the inner box row
@@ -200,7 +199,7 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
     if rule == "sm100_only":
         return spec.replace(swizzle=ch.integer(4, 6))
     if rule == "address_alignment":
-        align = 32 if spec.interleave == Interleave.B32 else 16
+        align = address_alignment(spec.interleave)
         return spec.replace(base_address=spec.base_address + ch.choice([d for d in (1, 2, 4, 8, 16) if d < align]))
     if rule == "dim_range":
         if ch.chance(0.5):
@@ -217,7 +216,7 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
         return spec.replace(element_strides=_set(spec.element_strides, axis, ch.choice([0, 9, 16])))
     if rule == "inner_stride":
         return spec.replace(strides_bytes=_set(spec.strides_bytes, r - 1, s * ch.choice([2, 3])))
-    align = 32 if spec.interleave == Interleave.B32 else 16
+    align = address_alignment(spec.interleave)
     if rule == "stride_alignment":
         axis = _outermost_axis(spec)
         return spec.replace(strides_bytes=_set(spec.strides_bytes, axis,
@@ -240,13 +239,15 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
         return spec.replace(interleave=Interleave.B16)
     if rule == "swizzle_span":
         inner = spec.box[-1] * s
-        return spec.replace(swizzle=ch.choice([sw for sw, span in _SPAN.items() if 0 < span < inner]))
+        return spec.replace(swizzle=ch.choice([sw for sw, span in SWIZZLE_SPAN_BYTES.items()
+                                               if 0 < span < inner]))
     if rule == "nan_fill_type":
         dt = spec.dtype if spec.dtype not in FLOAT_DTYPES else _SAME_SIZE_INT[s]
         return spec.replace(dtype=dt, oob_fill=OobFill.NAN)
     if rule == "interleave_swizzle":
         # Only swizzles whose span fits the current row pitch, so the footprint cannot grow past the budget.
-        options = [sw for sw in (Swizzle.NONE, Swizzle.B64, Swizzle.B128) if _SPAN[sw] <= spec.row_pitch_bytes]
+        options = [sw for sw in (Swizzle.NONE, Swizzle.B64, Swizzle.B128)
+                   if SWIZZLE_SPAN_BYTES[sw] <= spec.row_pitch_bytes]
         return spec.replace(interleave=Interleave.B32, swizzle=ch.choice(options))
     if rule == "box_bytes":
         return spec.replace(box=(MAX_BOX,) * r, element_strides=(1,) * r, swizzle=Swizzle.NONE,
@@ -364,10 +365,6 @@ def valid_specs(**options):
 def invalid_specs(**options):
     """Hypothesis strategy of (spec, rule) with exactly that one rule broken."""
     return _composite(lambda draw: build_invalid_spec(DrawChooser(draw), **options))()
-
-
-def any_specs(**options):
-    return _composite(lambda draw: build_any_spec(DrawChooser(draw), **options))()
 
 
 def load_cases(max_boxes: int = 8, **options):
