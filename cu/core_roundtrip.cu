@@ -35,7 +35,7 @@ extern "C" __global__ void tma_box_and_bulk(const __grid_constant__ CUtensorMap 
     float* box = reinterpret_cast<float*>(smem);
     float* bulk = reinterpret_cast<float*>(smem + 32768);
     init_block_barriers({&bar, 1, 1});
-    if (threadIdx.x < 32 && elect_one()) {
+    if (is_issuer()) {
         mbar_arrive_expect_tx(&bar, expect_tx);
         tma_load_2d(box, &map, blockIdx.x * box_w, y0, &bar);
         bulk_load(bulk, reinterpret_cast<const unsigned char*>(src) + static_cast<size_t>(blockIdx.x) * bytes,

@@ -5,7 +5,6 @@
 
 // The image starts at a 1024-byte aligned shared address, so the swizzle phase (period up to 1024 B) of the
 // destination is exactly `box_offset`, whatever the compiler puts before the dynamic region.
-constexpr u32 kImageAlign = 1024;
 
 extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, int rank,
                                       const int* coords,       // [gridDim.x][5], dim 0 (fastest) first
@@ -18,8 +17,7 @@ extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, i
     extern __shared__ unsigned char smem_raw[];
     __shared__ u64 bar;
 
-    const u32 pad = (kImageAlign - (smem_u32(smem_raw) & (kImageAlign - 1))) & (kImageAlign - 1);
-    u32* image = reinterpret_cast<u32*>(smem_raw + pad);
+    u32* image = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
     const u32 words = image_bytes / 4;
 
     for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
@@ -28,7 +26,7 @@ extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, i
     fence_proxy_async_shared();
     init_block_barriers({&bar, 1, 1});
 
-    if (threadIdx.x < 32 && elect_one()) {
+    if (is_issuer()) {
         int c[5];
         const int* mine = coords + 5 * blockIdx.x;
         for (int k = 0; k < 5; ++k) c[k] = mine[k];

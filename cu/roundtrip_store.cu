@@ -28,7 +28,7 @@ tma_roundtrip(const __grid_constant__ CUtensorMap in_map, const __grid_constant_
     const u32 tile_bytes = static_cast<u32>(tile_cols * tile_rows * 4);
     const int count = num_tiles > static_cast<int>(blockIdx.x)
                           ? (num_tiles - static_cast<int>(blockIdx.x) + gridDim.x - 1) / gridDim.x : 0;
-    const bool issuer = threadIdx.x < 32 && elect_one();
+    const bool issuer = is_issuer();
     init_block_barriers({full, stages, 1});
     auto tile_x = [&](int i) { return ((blockIdx.x + i * gridDim.x) % tiles_x) * tile_cols; };
     auto tile_y = [&](int i) { return ((blockIdx.x + i * gridDim.x) / tiles_x) * tile_rows; };

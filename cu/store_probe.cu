@@ -15,7 +15,7 @@
 struct StoreJob {
     long long image_offset;  // bytes into `images` where this CTA's shared-memory image starts (16-byte aligned)
     u32 image_bytes;         // bytes of the image (a multiple of 16)
-    u32 smem_offset;         // the source's shared address modulo 1024 (0, 128, 256 or 512): swizzle phase
+    u32 smem_offset;         // the source's shared address modulo 1024 (a multiple of 128 below 1024): swizzle phase
     int rank;                // 1..5
     int op;                  // -1 store; 0 add, 1 min, 2 max, 3 inc, 4 dec, 5 and, 6 or, 7 xor
     int coords[5];           // dim 0 (fastest) first
@@ -37,12 +37,6 @@ __device__ __forceinline__ void acquire_tensormap(const CUtensorMap* map) {
     asm volatile("fence.proxy.tensormap::generic.acquire.sys [%0], 128;" ::"l"(map) : "memory");
 }
 
-// Shared memory from a 1024-aligned absolute address plus `offset`, so the host knows the swizzle phase.
-__device__ __forceinline__ unsigned char* source_at(unsigned char* smem, u32 offset) {
-    const u32 misalign = smem_u32(smem) & 1023u;
-    return smem + ((1024u - misalign) & 1023u) + offset;
-}
-
 __device__ __forceinline__ void copy_in(uint4* dst, const uint4* src, u32 bytes) {
     for (u32 i = threadIdx.x; i < bytes / 16; i += blockDim.x) dst[i] = src[i];
 }
@@ -56,8 +50,8 @@ extern "C" __global__ void store_probe(const CUtensorMap* __restrict__ maps, con
     extern __shared__ __align__(128) unsigned char smem[];
     if (static_cast<int>(blockIdx.x) >= num_jobs) return;
     const StoreJob job = jobs[blockIdx.x];
-    uint4* src = reinterpret_cast<uint4*>(source_at(smem, job.smem_offset));
-    const bool issuer = threadIdx.x < 32 && elect_one();
+    uint4* src = reinterpret_cast<uint4*>(align_smem_1024(smem) + job.smem_offset);  // the host knows the phase
+    const bool issuer = is_issuer();
     copy_in(src, images + job.image_offset / 16, job.image_bytes);
     fence_proxy_async_shared();  // every writing thread, before the barrier: the copy engine reads through the async proxy
     __syncthreads();
@@ -79,7 +73,7 @@ extern "C" __global__ void bulk_store_probe(const BulkStoreJob* __restrict__ job
     if (static_cast<int>(blockIdx.x) >= num_jobs) return;
     const BulkStoreJob job = jobs[blockIdx.x];
     uint4* buf = reinterpret_cast<uint4*>(smem);
-    const bool issuer = threadIdx.x < 32 && elect_one();
+    const bool issuer = is_issuer();
     copy_in(buf, src + job.src_offset / 16, job.bytes);
     fence_proxy_async_shared();
     __syncthreads();

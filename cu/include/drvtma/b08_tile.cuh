@@ -135,6 +135,3 @@ __device__ __forceinline__ TileRun block_tiles(int num_tiles, int tiles_per_bloc
     const long long left = num_tiles - first;
     return {first, left <= 0 ? 0 : (left < tiles_per_block ? int(left) : tiles_per_block)};
 }
-
-// Warp 0's elected lane issues copies: a warp-uniform test, then elect.sync (no peeling loop).
-__device__ __forceinline__ bool is_issuer() { return (threadIdx.x >> 5) == 0 && elect_one(); }

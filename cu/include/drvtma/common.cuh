@@ -16,6 +16,12 @@ __device__ __forceinline__ u32 smem_u32(const void* p) { return static_cast<u32>
 // The tensor map operand of cp.async.bulk.tensor is the generic address of the map in param space.
 __device__ __forceinline__ u64 tmap_u64(const CUtensorMap* map) { return reinterpret_cast<u64>(map); }
 
+// The first address at or after `p` that is 1024-byte aligned in shared memory: a swizzle pattern repeats every
+// 1024 B of the absolute shared address, so buffers placed from there have a phase the host knows.
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* p) {
+    return p + ((1024u - (smem_u32(p) & 1023u)) & 1023u);
+}
+
 __device__ __forceinline__ u64 globaltimer_ns() {
     u64 t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

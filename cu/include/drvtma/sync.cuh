@@ -19,6 +19,9 @@ __device__ __forceinline__ bool elect_one() {
     return pred != 0;
 }
 
+// The thread that issues a block's copies: warp 0's elected lane (a warp-uniform test, then elect.sync).
+__device__ __forceinline__ bool is_issuer() { return (threadIdx.x >> 5) == 0 && elect_one(); }
+
 // Give registers back (producer warps) or take more (consumer warps); counts are multiples of 8 in [24, 256].
 template <u32 N> __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
