@@ -138,15 +138,18 @@ def test_validator_rejects_every_invalid_spec_with_its_rule(case):
 
 
 def test_every_rule_is_generated_by_the_invalid_strategy():
-    ch_rules = set()
-    rng = np.random.default_rng(0)
-    from drvtma.testing import RngChooser
+    """Every rule is applicable to some generated spec, and breaking it there trips exactly that rule."""
+    from drvtma.testing import RngChooser, break_rule
 
-    ch = RngChooser(rng)
+    broken = set()
+    ch = RngChooser(np.random.default_rng(0))
     for _ in range(3000):
         spec = build_valid_spec(ch)
-        ch_rules.update(applicable_rules(spec))
-    assert ch_rules == set(ALL_RULES)
+        for rule in applicable_rules(spec):
+            if rule not in broken:
+                assert {e.rule for e in validate_all(break_rule(ch, spec, rule))} == {rule}
+                broken.add(rule)
+    assert broken == set(ALL_RULES)
 
 
 @settings(max_examples=300)
@@ -343,3 +346,10 @@ def test_check_command_reports_rules_and_exit_codes(capsys):
     assert check_command(["--json", '{"dtype": "bf16", "shape": [64, 64], "box": [16, 64], "swizzle": "128B"}']) == 0
     assert "valid" in capsys.readouterr().out
     assert check_command(["--dtype", "nope", "--shape", "4", "--box", "16"]) == 2
+    capsys.readouterr()
+    # a stride flag replaces the JSON's strides in the other unit, whichever way round
+    json_elems = '{"dtype": "f32", "shape": [4, 256], "box": [2, 32], "strides": [256, 1]}'
+    assert check_command(["--json", json_elems, "--strides-bytes", "1000,4"]) == 1
+    assert "stride_alignment" in capsys.readouterr().out
+    json_bytes = '{"dtype": "f32", "shape": [4, 256], "box": [2, 32], "strides_bytes": [1000, 4]}'
+    assert check_command(["--json", json_bytes, "--strides", "256,1"]) == 0
