@@ -8,6 +8,8 @@ and the end event all queue up behind it, and the interval measures the GPU's wo
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 from dataclasses import dataclass
 
@@ -42,6 +44,18 @@ class Timing:
     @property
     def best(self) -> float:
         return min(self.samples)
+
+
+@contextlib.contextmanager
+def collector_off():
+    """Host-side timing without garbage-collector pauses (as timeit does); restores the collector's state."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def gb_per_s(nbytes: int, ms: float) -> float:

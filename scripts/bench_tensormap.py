@@ -6,8 +6,6 @@ table and one JSON line per figure; never asserts."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
 import statistics
 import time
@@ -18,18 +16,8 @@ from tabulate import tabulate
 from drvtma import DeviceBuffer, context
 from drvtma.probe import LoadProbe, check_loads
 from drvtma.tensormap import TensorMapSpec, encode_tiled
+from drvtma.timing import collector_off
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
-
-
-@contextlib.contextmanager
-def collector_off():
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def time_encode(repeats: int, batches: int = 7) -> dict:
@@ -38,7 +26,7 @@ def time_encode(repeats: int, batches: int = 7) -> dict:
     base = TensorMapSpec.create("bfloat16", (4096, 4096), (64, 64), swizzle="128B")
     buf = DeviceBuffer(base.extent_bytes)  # 32 MiB: encode_tiled checks the tensor fits the buffer
     base = base.replace(base_address=buf.ptr)
-    serial = iter(range(batches * repeats))
+    serial = iter(range(2 * batches * repeats))  # two lists of new geometries per batch
 
     def fresh_specs() -> list[TensorMapSpec]:
         """Specs of geometries not encoded before in this process (fewer rows, then narrower rows)."""
