@@ -13,13 +13,14 @@ import time
 
 from tabulate import tabulate
 
-from drvtma import DeviceBuffer, compiler, load_module, synchronize
-from drvtma.driver import call, cu
-from drvtma.timing import collector_off
+from drvtma import DeviceBuffer, load_module, synchronize
+from drvtma.runtime import compiler
+from drvtma.runtime.driver import call, cu
+from drvtma.runtime.timing import collector_off
 
 
 def time_compiles(repeats: int) -> dict:
-    source = compiler.cu_dir() / "core_roundtrip.cu"
+    source = compiler.find_source("core_roundtrip.cu")
     saved = os.environ.get("DRVTMA_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["DRVTMA_CACHE_DIR"] = tmp  # an empty cache: the first compile is cold

@@ -13,8 +13,9 @@ import numpy as np
 from tabulate import tabulate
 
 from drvtma import DeviceBuffer, StatusBuffer, device_properties, load_module
-from drvtma.timing import gb_per_s, time_copy, time_launches
-from drvtma.tensormap import TensorMapSpec, encode_tiled
+from drvtma.runtime.timing import gb_per_s, time_copy, time_launches
+from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.encode import encode_tiled
 
 COLS = 4096  # the array is viewed as rows of 16 KiB
 A, B = 1.5, -0.25
@@ -49,7 +50,7 @@ def main() -> int:
     tile_bytes = box_rows * box_cols * 4
     smem = args.stages * tile_bytes
     ctas_per_sm = max(1, min(8, props.smem_per_sm // (smem + 2048)))
-    module = load_module("roundtrip_store.cu")
+    module = load_module("tma/roundtrip_store.cu")
     results = []
     with DeviceBuffer.from_array(x) as src, DeviceBuffer(nbytes) as dst, StatusBuffer() as status:
         memcpy_ms = time_copy(nbytes, runs=args.repeats, warmups=1).median

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drvtma import compiler
+from drvtma.runtime import compiler
 from drvtma.errors import NvrtcError
 
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma import compiler, sass
+from drvtma.runtime import compiler
+from drvtma.runtime import sass
 from drvtma.errors import BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
-from drvtma.kernel import ArgPacker, LaunchConfig
-from drvtma.modes import describe_wait
-from drvtma.status import STATUS_DTYPE, STATUS_SLOTS, TIMEOUT_DTYPE, barrier_timeout
+from drvtma.runtime.kernel import ArgPacker, LaunchConfig
+from drvtma.b08.modes import describe_wait
+from drvtma.runtime.status import STATUS_DTYPE, STATUS_SLOTS, TIMEOUT_DTYPE, barrier_timeout
 from struct_layout import compile_layout_check
 
-CU_FILES = sorted(p.name for p in compiler.cu_dir().glob("*.cu"))
+CU_FILES = sorted(str(p.relative_to(compiler.cu_dir())) for p in compiler.cu_dir().glob("*/*.cu"))
 
 
 @pytest.fixture()
@@ -30,6 +31,29 @@ def fresh_cache(tmp_path, monkeypatch):
 def test_cu_dir_ships_headers():
     assert (compiler.include_dir() / "drvtma" / "tma.cuh").is_file()
     assert CU_FILES, "no kernels found under cu/"
+
+
+def test_kernels_live_in_room_folders():
+    """cu/ mirrors the Python rooms: no kernel at the top, and every folder is a room of drvtma."""
+    root = compiler.cu_dir()
+    assert not list(root.glob("*.cu")), "kernels belong in cu/<room>/"
+    package = Path(compiler.__file__).resolve().parents[1]
+    for folder in {Path(f).parts[0] for f in CU_FILES}:
+        assert (package / folder / "__init__.py").is_file(), f"cu/{folder}/ has no drvtma.{folder} room"
+
+
+def test_bare_kernel_names_resolve_to_their_room(tmp_path, monkeypatch):
+    assert compiler.find_source("pipelines.cu") == compiler.cu_dir() / "b08" / "pipelines.cu"
+    assert compiler.find_source("b08/pipelines.cu") == compiler.cu_dir() / "b08" / "pipelines.cu"
+    cu = tmp_path / "cu"
+    for room in ("a", "b"):
+        (cu / room).mkdir(parents=True)
+        (cu / room / "k.cu").write_text("")
+    monkeypatch.setenv("DRVTMA_CU_DIR", str(cu))
+    with pytest.raises(FileNotFoundError, match="names 2 kernels"):
+        compiler.find_source("k.cu")
+    with pytest.raises(FileNotFoundError, match="no kernel"):
+        compiler.find_source("missing.cu")
 
 
 @pytest.mark.parametrize("name", CU_FILES)
@@ -153,7 +177,7 @@ def test_packer_repacks_what_changed_and_recopies_maps_every_time():
 
 
 def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     buf = DeviceBuffer.__new__(DeviceBuffer)  # a stand-in: no GPU here, only its pointer and its closed state
     buf.ptr, buf.nbytes = 0x1000, 16

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from drvtma import BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer, load_module
-from drvtma.driver import call, cu
-from drvtma.tensormap import TensorMapSpec, encode_tiled
+from drvtma.runtime.driver import call, cu
+from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.encode import encode_tiled
 
 pytestmark = pytest.mark.gpu
 

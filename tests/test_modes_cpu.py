@@ -14,19 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drvtma import compiler, sass
-from drvtma import ring
-from drvtma.bench_cli import config_from_args, floors_parser, sweep_parser
+from drvtma.runtime import compiler
+from drvtma.runtime import sass
+from drvtma.b08 import ring
+from drvtma.cli.bench import config_from_args, floors_parser, sweep_parser
 from drvtma.errors import DrvtmaError, LaunchError
-from drvtma.floors import FloorRow, FloorsResult, check_probe_sums, ring_label
-from drvtma.modes import (ALL_MODES, FAULTS_BY_MODE, MODES, RING_MODEL_FAULT, ModeConfig, check_alignment,
-                          check_problem_size, predicted_timeouts, tiles_x_for)
-from drvtma.roof import RoofPoint, blocks_by_registers, knees, ring_configs
-from drvtma.sweep import (ARTICLE_FMA, REFERENCE_H200_MS, SweepConfig, SweepResult, SweepRow, csv_columns, csv_text,
-                          markdown_text, preset, reference_text, table_text, targets_text)
-from drvtma.timing import HEAD_START_NS, Timing, percentile
-from drvtma.verify import (SUMS_POISON, ChecksumMismatch, Reference, TileInput, burn_fma, check_same_total,
-                           check_tile_sums, fma_f32, make_input, reference_sums)
+from drvtma.b08.floors import FloorRow, FloorsResult, check_probe_sums, ring_label
+from drvtma.b08.modes import (ALL_MODES, FAULTS_BY_MODE, MODES, RING_MODEL_FAULT, ModeConfig, check_alignment,
+                              check_problem_size, predicted_timeouts, tiles_x_for)
+from drvtma.b08.roof import RoofPoint, blocks_by_registers, knees, ring_configs
+from drvtma.b08.sweep import (ARTICLE_FMA, REFERENCE_H200_MS, SweepConfig, SweepResult, SweepRow, csv_columns,
+                              csv_text, markdown_text, preset, reference_text, table_text, targets_text)
+from drvtma.runtime.timing import HEAD_START_NS, Timing, percentile
+from drvtma.b08.verify import (SUMS_POISON, ChecksumMismatch, Reference, TileInput, burn_fma, check_same_total,
+                               check_tile_sums, fma_f32, make_input, reference_sums)
 
 ARTICLE_CSV_HEADER = ("fma_iters,sync_ms,bulk1d_ms,tensor2d_ms,pipe2_ms,speedup_bulk1d,speedup_tensor2d,"
                       "speedup_pipe2")
@@ -36,12 +37,12 @@ ARTICLE_CSV_HEADER = ("fma_iters,sync_ms,bulk1d_ms,tensor2d_ms,pipe2_ms,speedup_
 
 @pytest.fixture(scope="module")
 def modes_cubin():
-    return compiler.compile_cubin("b08_modes.cu", defines={"B08_THREADS": 256})
+    return compiler.compile_cubin("b08/b08_modes.cu", defines={"B08_THREADS": 256})
 
 
 @pytest.fixture(scope="module")
 def rings_cubin():
-    return compiler.compile_cubin("pipelines.cu", defines={"B08_THREADS": 256})
+    return compiler.compile_cubin("b08/pipelines.cu", defines={"B08_THREADS": 256})
 
 
 COPY_OPS = ("UBLKCP", "UTMALDG")
@@ -76,13 +77,13 @@ def test_ring_kernels_use_bulk_copies(rings_cubin, kernel):
 
 
 def test_roof_read_kernel_uses_16_byte_loads():
-    ops = sass.instructions(compiler.compile_cubin("roof.cu"), "roof_read_vec4")
+    ops = sass.instructions(compiler.compile_cubin("b08/roof.cu"), "roof_read_vec4")
     assert any(op.startswith("LDG") and ".128" in op for op in ops), sorted(ops)
 
 
 @pytest.mark.parametrize("threads", [32, 96, 512, 992])
 def test_kernels_compile_for_other_block_sizes(threads):
-    for source in ("b08_modes.cu", "pipelines.cu"):
+    for source in ("b08/b08_modes.cu", "b08/pipelines.cu"):
         assert compiler.compile_cubin(source, defines={"B08_THREADS": threads})
 
 
@@ -90,7 +91,7 @@ def test_kernels_compile_for_other_block_sizes(threads):
 def test_ring_kernels_compile_with_warp_owned_tiles(threads):
     cfg = ModeConfig("ws", threads=threads, split="warp")
     assert cfg.defines()["B08_WARP_TILES"] == 1
-    funcs = sass.functions(compiler.compile_cubin("pipelines.cu", defines=cfg.defines()))
+    funcs = sass.functions(compiler.compile_cubin("b08/pipelines.cu", defines=cfg.defines()))
     for kernel in ("pipe_ring", "ws_ring"):
         assert "UBLKCP.S.G" in funcs[kernel]
 
@@ -101,7 +102,7 @@ def test_ring_halves_keep_only_their_half(mode, split):
     """The floors probes: copies without the consumers' arithmetic, arithmetic without copies."""
     full = ModeConfig(mode, split=split)
     kernel = full.spec.kernel
-    ops = {part: sass.instructions(compiler.compile_cubin("pipelines.cu", defines=full.with_(part=part).defines()),
+    ops = {part: sass.instructions(compiler.compile_cubin("b08/pipelines.cu", defines=full.with_(part=part).defines()),
                                    kernel) for part in ("full", "copy_only", "compute_only")}
     assert sass.has_opcode(ops["full"], "UBLKCP") and sass.has_opcode(ops["full"], "FFMA")
     assert sass.has_opcode(ops["copy_only"], "UBLKCP") and not sass.has_opcode(ops["copy_only"], "FFMA")

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from drvtma import ring
+from drvtma.b08 import ring
 from drvtma.errors import BarrierTimeout, LaunchError
-from drvtma.modes import ALL_MODES, BARRIER_NAMES, RING_MODEL_FAULT, B08Runner, ModeConfig, predicted_timeouts
-from drvtma.status import STATUS_SLOTS
-from drvtma.sweep import SweepConfig, csv_columns, csv_text, run_sweep
-from drvtma.verify import ChecksumMismatch, Reference, TileInput, check_same_total, make_input
+from drvtma.b08.modes import ALL_MODES, BARRIER_NAMES, RING_MODEL_FAULT, B08Runner, ModeConfig, predicted_timeouts
+from drvtma.runtime.status import STATUS_SLOTS
+from drvtma.b08.sweep import SweepConfig, csv_columns, csv_text, run_sweep
+from drvtma.b08.verify import ChecksumMismatch, Reference, TileInput, check_same_total, make_input
 
 pytestmark = pytest.mark.gpu
 
@@ -53,7 +53,7 @@ def test_all_modes_consumed_the_same_bytes(runner):
 
 @pytest.mark.parametrize("mode", ["sync", "bulk1d", "ws"])
 def test_a_mode_reading_the_wrong_bytes_fails_loudly(ctx, mode):
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     inp = make_input(64 * 1024, seed=5)
     data = np.concatenate([inp.data, make_input(1024, seed=6).data])
@@ -66,7 +66,7 @@ def test_a_mode_reading_the_wrong_bytes_fails_loudly(ctx, mode):
 
 
 def test_misaligned_input_is_refused_before_launch_and_sync_still_runs(ctx):
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     host = make_input(16 * 1024 + 1, seed=8).data
     view = TileInput.from_array(host[1:])
@@ -80,7 +80,7 @@ def test_misaligned_input_is_refused_before_launch_and_sync_still_runs(ctx):
 
 
 def test_n_off_the_tile_is_refused(ctx):
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     with DeviceBuffer(8192 * 4) as buf:
         with pytest.raises(LaunchError, match="not a multiple of the 1024-element tile"):
@@ -103,7 +103,7 @@ def test_small_sweep(ctx):
 def test_ring_halves_do_their_half(runner, mode, split):
     """Copy-only leaves every sum poisoned, compute-only writes them all (check_probe_sums), neither times out,
     and the runner refuses to verify a half."""
-    from drvtma.floors import check_probe_sums
+    from drvtma.b08.floors import check_probe_sums
 
     for part in ("copy_only", "compute_only"):
         cfg = default_config(mode, split=split, part=part)
@@ -114,7 +114,7 @@ def test_ring_halves_do_their_half(runner, mode, split):
 
 
 def test_floors_of_a_small_configuration(ctx):
-    from drvtma.floors import run_floors
+    from drvtma.b08.floors import run_floors
 
     modes = (ModeConfig("sync", tiles_per_block=8),
              ModeConfig("ws", tiles_per_block=8, stages=2, tiles_per_stage=4))

@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma import oracle
-from drvtma.dtypes import FLOAT_DTYPES, TF32_DTYPES
+from drvtma.tma import oracle
+from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import CudaError, TensorMapError
-from drvtma.tensormap import (DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams,
-                              driver_box_bytes, driver_should_accept, encode_tiled, encode_unchecked, validate_all)
+from drvtma.tma.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
+from drvtma.tma.rules import driver_box_bytes, driver_should_accept, validate_all
+from drvtma.tma.encode import encode_tiled, encode_unchecked
 from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coordinates, build_valid_spec,
                             special_float_bits)
 
@@ -50,7 +51,7 @@ def record(test: str, **fields) -> None:
 @pytest.fixture(scope="module")
 def pool(ctx):
     """64 MiB of random bytes on the device, and the same bytes on the host."""
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     host = np.random.default_rng(SEED).integers(0, 256, POOL_BYTES, dtype=np.uint8)
     buf = DeviceBuffer.from_array(host)
@@ -60,7 +61,7 @@ def pool(ctx):
 
 @pytest.fixture(scope="module")
 def probe(ctx):
-    from drvtma.probe import LoadProbe
+    from drvtma.tma.probe import LoadProbe
 
     p = LoadProbe()
     yield p
@@ -221,7 +222,7 @@ def _load_case(ch, buf):
 
 
 def test_loads_match_the_oracle_bit_for_bit(pool, probe):
-    from drvtma.probe import check_loads
+    from drvtma.tma.probe import check_loads
 
     buf, host = pool
     ch = RngChooser(np.random.default_rng(SEED + 1))
@@ -249,8 +250,8 @@ def test_loads_match_the_oracle_bit_for_bit(pool, probe):
 @pytest.mark.parametrize("dtype", [d.name for d in FLOAT_DTYPES])
 def test_float_types_load_random_bits_and_nan_fill_as_modelled(pool, probe, dtype):
     """The fill and the in-bounds bits for every float type: copied, except tf32 which rounds (oracle)."""
-    from drvtma.driver import DeviceBuffer
-    from drvtma.probe import check_loads
+    from drvtma.runtime.driver import DeviceBuffer
+    from drvtma.tma.probe import check_loads
 
     spec = TensorMapSpec.create(dtype, (6, 32), (8, 32), oob_fill="nan")
     # Random bits (among them NaN and infinity patterns by chance) and the smallest denormal: FTZ or TF32
@@ -271,7 +272,7 @@ def test_float_loads_of_special_values_are_bit_exact(probe, dtype):
 
     tf32 types round (oracle.tma_load_convert, pinned on the CPU to what the H200 wrote); the rest copy bits.
     """
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     words = special_float_bits(dtype)
     per_row = 128 // words.itemsize
@@ -299,7 +300,7 @@ def test_float_loads_of_special_values_are_bit_exact(probe, dtype):
 
 def test_swizzled_load_from_a_16_byte_aligned_global_address(pool, probe):
     """The Programming Guide asks 128 B for swizzled maps; the driver takes 16 B. What does the load do?"""
-    from drvtma.probe import check_loads
+    from drvtma.tma.probe import check_loads
 
     buf, host = pool
     spec = TensorMapSpec.create("float16", (40, 200), (16, 64), swizzle="128B")
@@ -311,7 +312,7 @@ def test_swizzled_load_from_a_16_byte_aligned_global_address(pool, probe):
 
 
 def test_replace_address_moves_the_loads(pool, probe):
-    from drvtma.driver import DeviceBuffer
+    from drvtma.runtime.driver import DeviceBuffer
 
     buf, host = pool
     spec = TensorMapSpec.create("uint32", (16, 64), (4, 16))
@@ -343,13 +344,14 @@ def test_encode_refusal_lists_every_argument(ctx):
 _FAULT_SCRIPT = textwrap.dedent("""
     import numpy as np
     from drvtma import StatusBuffer, load_module
-    from drvtma.driver import DeviceBuffer, synchronize
+    from drvtma.runtime.driver import DeviceBuffer, synchronize
     from drvtma.errors import CudaError
-    from drvtma.tensormap import TensorMapSpec, encode_tiled
+    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.encode import encode_tiled
     spec = TensorMapSpec.create("float32", (8, 64), (4, 32))
     data = DeviceBuffer(spec.extent_bytes)
     tmap = encode_tiled(spec, data)
-    kernel = load_module("load_probe.cu").kernel("load_probe")
+    kernel = load_module("tma/load_probe.cu").kernel("load_probe")
     coords = DeviceBuffer.from_array(np.array([[C0, 0, 0, 0, 0]], dtype=np.int32))
     images, status = DeviceBuffer(1024), StatusBuffer()
     try:

@@ -13,11 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drvtma import compiler, sass
-from drvtma import stores as S
-from drvtma.dtypes import ALL_DTYPES, BFLOAT16, FLOAT16, FLOAT32, INT32, INT64, UINT32, UINT64
+from drvtma.runtime import compiler
+from drvtma.runtime import sass
+from drvtma.tma import store_probe as P
+from drvtma.tma import stores as S
+from drvtma.tma.dtypes import ALL_DTYPES, BFLOAT16, FLOAT16, FLOAT32, INT32, INT64, UINT32, UINT64
 from drvtma.errors import TensorMapError
-from drvtma.tensormap import TensorMapSpec
+from drvtma.tma.spec import TensorMapSpec
 from struct_layout import compile_layout_check
 
 seeds = st.integers(0, 2**32 - 1)
@@ -394,7 +396,7 @@ def test_fuzz_values_for_float_reductions_stay_ordinary():
 # ---------------------------------------------------------------------------------------------- kernels
 
 def test_store_probe_sass_shows_tensor_stores_reductions_and_the_fences():
-    cubin = compiler.compile_cubin("store_probe.cu")
+    cubin = compiler.compile_cubin("tma/store_probe.cu")
     ops = sass.instructions(cubin, "store_probe")
     for rank in range(1, 6):
         assert f"UTMASTG.{rank}D" in ops
@@ -408,12 +410,12 @@ def test_store_probe_sass_shows_tensor_stores_reductions_and_the_fences():
 
 
 def test_job_layouts_match_the_cuda_structs():
-    compile_layout_check((compiler.cu_dir() / "store_probe.cu").read_text(),
-                         {"StoreJob": S.STORE_JOB_DTYPE, "BulkStoreJob": S.BULK_JOB_DTYPE}, "store_job_layout.cu")
+    compile_layout_check((compiler.cu_dir() / "tma/store_probe.cu").read_text(),
+                         {"StoreJob": P.STORE_JOB_DTYPE, "BulkStoreJob": P.BULK_JOB_DTYPE}, "store_job_layout.cu")
 
 
 def test_roundtrip_kernels_issue_tma_loads_and_stores():
-    cubin = compiler.compile_cubin("roundtrip_store.cu")
+    cubin = compiler.compile_cubin("tma/roundtrip_store.cu")
     tma = sass.instructions(cubin, "tma_roundtrip")
     assert "UTMALDG.2D" in tma and "UTMASTG.2D" in tma and "FENCE.VIEW.ASYNC.S" in tma
     plain = sass.instructions(cubin, "plain_roundtrip")

@@ -17,10 +17,11 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from drvtma import load_module
-from drvtma import stores as S
-from drvtma.dtypes import tma_dtype
+from drvtma.tma import store_probe as P
+from drvtma.tma import stores as S
+from drvtma.tma.dtypes import tma_dtype
 from drvtma.errors import TensorMapError
-from drvtma.tensormap import TensorMapSpec
+from drvtma.tma.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -38,10 +39,10 @@ def record(**figures) -> None:
 
 @pytest.fixture(scope="module")
 def probe(ctx):
-    return load_module("store_probe.cu")
+    return load_module("tma/store_probe.cu")
 
 
-def assert_matches_oracle(result: S.StoreBatchResult) -> None:
+def assert_matches_oracle(result: P.StoreBatchResult) -> None:
     if result.failures:
         by_kind = {}
         for c in result.failures:
@@ -62,7 +63,7 @@ def _fuzz(name: str, total: int, **case_options) -> None:
         rng = np.random.default_rng(seed)
         size = max(1, min(BATCH, total - totals["cases"]))
         cases = [S.random_store_case(rng, **case_options) for _ in range(size)]
-        result = S.run_store_cases(cases, rng)
+        result = P.run_store_cases(cases, rng)
         assert_matches_oracle(result)
         for key, value in result.counts.items():
             totals[key] += value
@@ -87,7 +88,7 @@ def test_store_straddle_writes_the_rest_of_the_16_byte_chunk_and_no_more(probe):
     flat = S.StoreCase(TensorMapSpec.create("float16", (13,), (32,)), (0,))
     with pytest.warns(S.StoreStraddleWarning):
         S.check_store_spec(rows.spec)
-    result = S.run_store_cases([rows, flat])
+    result = P.run_store_cases([rows, flat])
     assert_matches_oracle(result)
     for c in result.cases:
         box_bytes = np.ascontiguousarray(c.box).view(np.uint8).reshape(-1, 64)
@@ -103,7 +104,7 @@ def test_reduction_straddle_follows_the_store_rule(probe):
     spec = TensorMapSpec.create("uint32", (4, 5), (4, 8), strides_bytes=(32, 4))
     old = np.arange(32, dtype=np.uint32) * 1000
     src = np.arange(32, dtype=np.uint32) + 1
-    result = S.run_store_cases([S.StoreCase(spec, (0, 0), "add")], initial=[old.view(np.uint8)],
+    result = P.run_store_cases([S.StoreCase(spec, (0, 0), "add")], initial=[old.view(np.uint8)],
                                sources=[src.reshape(4, 8)])
     c = result.cases[0]
     got = result.got[c.base_offset:c.base_offset + 128].view(np.uint32).reshape(4, 8)
@@ -119,7 +120,7 @@ def test_reduction_straddle_follows_the_store_rule(probe):
 def test_element_strides_apply_to_stores_as_to_loads(probe):
     """Element stride 3 on rows, box 8: rows c, c+3, c+6 are written; the ones between keep their poison."""
     spec = TensorMapSpec.create("uint32", (32, 64), (8, 16), element_strides=(3, 1))
-    result = S.run_store_cases([S.StoreCase(spec, (5, 16))])
+    result = P.run_store_cases([S.StoreCase(spec, (5, 16))])
     c = result.cases[0]
     got = result.got[c.base_offset:c.base_offset + 32 * 256].view(np.uint32).reshape(32, 64)
     before = result.before[c.base_offset:c.base_offset + 32 * 256].view(np.uint32).reshape(32, 64)
@@ -135,7 +136,7 @@ def test_swizzled_sources_are_read_on_the_absolute_shared_address(probe):
         for offset in (0, 128, 256, 512, 896):
             spec = TensorMapSpec.create("float16", (40, span // 2 + 8), (16, span // 2), swizzle=swizzle)
             cases.append(S.StoreCase(spec, (8, 0), S.STORE, offset))
-    assert_matches_oracle(S.run_store_cases(cases))
+    assert_matches_oracle(P.run_store_cases(cases))
 
 
 def _edge_case(dtype, op, old_bits, src_bits):
@@ -165,7 +166,7 @@ def test_float_reduction_edge_values(probe, dtype, values):
     built = [_edge_case(dtype, op, old_bits, src_bits) for op in ops]
     cases, initial, sources = zip(*built)
     # NaN-producing adds (NaN + x, inf - inf) only need to be some NaN: the NaN bits there are not pinned.
-    result = S.run_store_cases(cases, initial=initial, sources=sources)
+    result = P.run_store_cases(cases, initial=initial, sources=sources)
     carrier = np.dtype(f"u{tma_dtype(dtype).itemsize}")
     problems = []
     for c, op in zip(result.cases, ops):
@@ -197,7 +198,7 @@ def test_bulk_stores_land_exactly(probe):
         n = 16 * int(rng.integers(1, 2049))  # up to 32 KiB
         jobs.append((pos, n))
         pos += n + 16 * int(rng.integers(1, 5))  # poisoned gaps between destinations
-    expected, got = S.run_bulk_stores(jobs, rng)
+    expected, got = P.run_bulk_stores(jobs, rng)
     bad = np.flatnonzero(expected != got)
     assert bad.size == 0, f"{bad.size} bytes differ, first at {bad[:8].tolist()}"
     record(test="bulk_stores", cases=len(jobs), bytes=int(sum(n for _, n in jobs)), mismatches=0)
@@ -205,18 +206,19 @@ def test_bulk_stores_land_exactly(probe):
 
 CHILD = r"""
 import json, sys
-from drvtma import driver, stores
+from drvtma.runtime import driver
+from drvtma.tma import store_probe, stores
 from drvtma.errors import CudaError
-from drvtma.tensormap import TensorMapSpec
+from drvtma.tma.spec import TensorMapSpec
 job = json.loads(sys.argv[1])
 if job.get("force_allow"):  # let the oracle model a pair drvtma refuses, so the launch itself is what is probed
-    from drvtma.dtypes import tma_dtype
+    from drvtma.tma.dtypes import tma_dtype
     stores.REDUCE_DTYPES[job["op"]] += (tma_dtype(job["dtype"]),)
 case = stores.StoreCase(TensorMapSpec.create(job["dtype"], tuple(job["shape"]), tuple(job["box"])),
                         tuple(job["coords"]), job["op"])
 out = {}
 try:
-    result = stores.run_store_cases([case], check=False)
+    result = store_probe.run_store_cases([case], check=False)
     out["result"] = "ok" if not result.failures else "mismatch"
 except CudaError as exc:
     out["result"], out["error"] = "fault", exc.name

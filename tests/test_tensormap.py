@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drvtma import dtypes
+from drvtma.tma import dtypes
 from drvtma.errors import TensorMapError
-from drvtma.tensormap import (ALL_RULES, DRIVER_RULES, driver_box_bytes, Interleave, Swizzle, TensorMap, TensorMapSpec,
-                              driver_should_accept, to_tma_order, validate_all)
-from drvtma.testing import (DrawChooser, applicable_rules, break_rule, build_valid_spec, invalid_specs,
-                            valid_specs)
+from drvtma.tma.spec import ALL_RULES, DRIVER_RULES, Interleave, Swizzle, TensorMapSpec, to_tma_order
+from drvtma.tma.rules import driver_box_bytes, driver_should_accept, validate_all
+from drvtma.tma.encode import TensorMap
+from drvtma.testing import (DrawChooser, applicable_rules, break_rule, build_valid_spec, invalid_specs, valid_specs)
 
 
 # ---- dtypes
@@ -338,7 +338,7 @@ def test_interleave_enum_names_parse():
 # ---- drvtma check
 
 def test_check_command_reports_rules_and_exit_codes(capsys):
-    from drvtma.check_cli import check_command
+    from drvtma.cli.check import check_command
 
     assert check_command(["--dtype", "f32", "--shape", "4,250", "--box", "2,32", "--strides-bytes", "1000,4"]) == 1
     out = capsys.readouterr().out

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import CudaError, NoGpuError
+from ..errors import CudaError, NoGpuError
 
 try:  # the bindings import without a driver; the first call then fails (see _load_failure)
     from cuda.bindings import driver as cu

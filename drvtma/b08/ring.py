@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import DrvtmaError
+from ..errors import DrvtmaError
 
 COPY_GRANULE = 16  # bulk copies complete transaction bytes in multiples of 16 (sizes are multiples of 16)
 

@@ -10,7 +10,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import NvrtcError
+from ..errors import NvrtcError
 
 DEFAULT_ARCH = "sm_90a"
 _CACHE_FORMAT = "1"  # bump when what a cache entry holds changes
@@ -23,7 +23,7 @@ def cu_dir() -> Path:
     override = os.environ.get("DRVTMA_CU_DIR")
     if override:
         return Path(override)
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the drvtma package
     for candidate in (here / "cu", here.parent / "cu"):  # installed wheel, then source checkout
         if (candidate / "include" / "drvtma").is_dir():
             return candidate
@@ -61,12 +61,30 @@ def _headers_digest(inc: Path) -> str:
     return h.hexdigest()
 
 
+def find_source(source: str) -> Path:
+    """The kernel file `source` names: an absolute path, a path under cu/ ("b08/pipelines.cu"), or a bare file name
+    found in exactly one of cu/'s room folders ("pipelines.cu")."""
+    if os.path.isabs(source):
+        return Path(source)
+    root = cu_dir()
+    path = root / source
+    if path.is_file() or "/" in source:
+        return path
+    found = sorted(p for p in root.glob(f"*/{source}") if p.parent.name != "include")
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise FileNotFoundError(f"{source!r} names {len(found)} kernels under {root}: "
+                                f"{', '.join(str(p.relative_to(root)) for p in found)}; give its folder")
+    raise FileNotFoundError(f"no kernel {source!r} under {root} (looked in {root}/*/)")
+
+
 def _resolve(source, name: str | None) -> tuple[str, bytes]:
     """(source name, source text) from a Path, a file name under cu/, or the text itself."""
     if isinstance(source, Path):
         return name or source.name, source.read_bytes()
     if isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh")):
-        path = Path(source) if os.path.isabs(source) else cu_dir() / source
+        path = find_source(source)
         return name or path.name, path.read_bytes()
     text = source.encode() if isinstance(source, str) else bytes(source)
     return name or "drvtma_source.cu", text

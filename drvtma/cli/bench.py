@@ -7,10 +7,10 @@ import argparse
 import sys
 from dataclasses import replace
 
-from .modes import ALL_MODES, ModeConfig
-from .roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
-from .sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text, targets_text,
-                    write_outputs)
+from ..b08.modes import ALL_MODES, ModeConfig
+from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
+from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
+                         targets_text, write_outputs)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -127,7 +127,7 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
 
 def sweep_command(argv: list[str]) -> int:
     args = sweep_parser().parse_args(argv)
-    from .driver import device_properties
+    from ..runtime.driver import device_properties
 
     cfg = config_from_args(args, sm_count=device_properties().sm_count)
     result = run_sweep(cfg, progress=None if args.quiet else sys.stderr)
@@ -177,7 +177,7 @@ def _write_report(out_dir: str, stem: str, title: str, text: str, csv: str) -> N
 
 def roof_command(argv: list[str]) -> int:
     args = roof_parser().parse_args(argv)
-    from .roof import run_roof
+    from ..b08.roof import run_roof
 
     result = run_roof(nbytes=args.bytes, runs=args.runs, warmups=args.warmups, threads=args.threads,
                       stages=args.stages, tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm,
@@ -191,8 +191,8 @@ def roof_command(argv: list[str]) -> int:
 
 def floors_command(argv: list[str]) -> int:
     args = floors_parser().parse_args(argv)
-    from .driver import device_properties
-    from .floors import run_floors
+    from ..runtime.driver import device_properties
+    from ..b08.floors import run_floors
 
     if args.fma is None:
         args.fma = (1, 256)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import LaunchError
+from ..errors import LaunchError
 from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, check_tile_sums
 
 SMEM_PER_BLOCK_OPTIN = 227 * 1024  # H100/H200; the launch checks the device's own figure too
@@ -45,17 +45,17 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {m.name: m for m in (
-    Mode("sync", "b08_modes.cu", "b08_sync", "loads", "linear", False, False,
+    Mode("sync", "b08/b08_modes.cu", "b08_sync", "loads", "linear", False, False,
          "the whole block loads the tile with ordinary loads, then computes"),
-    Mode("bulk1d", "b08_modes.cu", "b08_bulk1d", "bulk", "linear", False, False,
+    Mode("bulk1d", "b08/b08_modes.cu", "b08_bulk1d", "bulk", "linear", False, False,
          "one thread issues a 1D bulk copy of the tile; everyone waits at once"),
-    Mode("tensor2d", "b08_modes.cu", "b08_tensor2d", "tensor", "box", False, False,
+    Mode("tensor2d", "b08/b08_modes.cu", "b08_tensor2d", "tensor", "box", False, False,
          "one thread issues a 32x32 tensor-map copy; everyone waits at once"),
-    Mode("pipe2", "b08_modes.cu", "b08_pipe2", "bulk", "linear", False, False,
+    Mode("pipe2", "b08/b08_modes.cu", "b08_pipe2", "bulk", "linear", False, False,
          "two stages; a stage is refilled once the block has computed on it (the article's pipe2)"),
-    Mode("pipeN", "pipelines.cu", "pipe_ring", "bulk", "linear", True, False,
+    Mode("pipeN", "b08/pipelines.cu", "pipe_ring", "bulk", "linear", True, False,
          "k-stage ring; a stage is refilled as soon as every thread holds its elements in registers"),
-    Mode("ws", "pipelines.cu", "ws_ring", "bulk", "linear", True, True,
+    Mode("ws", "b08/pipelines.cu", "ws_ring", "bulk", "linear", True, True,
          "a producer warp fills a k-stage ring (full/empty barriers); consumer warps release stages early"),
 )}
 ARTICLE_MODES = ("sync", "bulk1d", "tensor2d", "pipe2")
@@ -306,7 +306,7 @@ class B08Runner:
     tiles_x: int = field(init=False)
 
     def __post_init__(self):
-        from .status import StatusBuffer
+        from ..runtime.status import StatusBuffer
 
         self.num_tiles = check_problem_size(self.n)
         self.address = int(self.buffer.ptr) + int(self.offset_bytes)
@@ -321,7 +321,7 @@ class B08Runner:
 
     @classmethod
     def upload(cls, data: np.ndarray | TileInput) -> B08Runner:
-        from .driver import DeviceBuffer
+        from ..runtime.driver import DeviceBuffer
 
         inp = data if isinstance(data, TileInput) else TileInput.from_array(data)
         check_problem_size(inp.n)
@@ -329,7 +329,7 @@ class B08Runner:
 
     # -- resources
     def sums_buffer(self, cfg: ModeConfig):
-        from .driver import DeviceBuffer
+        from ..runtime.driver import DeviceBuffer
 
         need = self.num_tiles * cfg.sum_slots * 8
         if self._sums is None or self._sums.nbytes < need:
@@ -341,7 +341,8 @@ class B08Runner:
     def tensor_map(self):
         """The 2D view [rows, 32 * tiles_x] with a 32x32 box, encoded once."""
         if self._tmap is None:
-            from .tensormap import TensorMapSpec, encode_tiled
+            from ..tma.spec import TensorMapSpec
+            from ..tma.encode import encode_tiled
 
             width = self.tiles_x * 32
             spec = TensorMapSpec.create("float32", (self.n // width, width), (32, 32))
@@ -349,12 +350,12 @@ class B08Runner:
         return self._tmap
 
     def kernel(self, cfg: ModeConfig):
-        from .kernel import load_module
+        from ..runtime.kernel import load_module
 
         return load_module(cfg.spec.source, defines=cfg.defines()).kernel(cfg.spec.kernel)
 
     def new_trace(self, cfg: ModeConfig) -> Trace:
-        from .driver import DeviceBuffer
+        from ..runtime.driver import DeviceBuffer
 
         if not cfg.spec.ring:
             raise LaunchError(f"{cfg.mode} records no trace; only pipeN and ws do")
@@ -389,7 +390,7 @@ class B08Runner:
     def run_checked(self, cfg: ModeConfig, fma_iters: int, *, trace: Trace | None = None,
                     verify: bool = True) -> np.ndarray:
         """Poison the sums, launch, wait; raise BarrierTimeout or ChecksumMismatch; return the raw sums."""
-        from .driver import synchronize
+        from ..runtime.driver import synchronize
 
         sums = self.sums_buffer(cfg)
         sums.fill_u32(SUMS_POISON)
@@ -411,7 +412,7 @@ class B08Runner:
 
     def check_status(self, cfg: ModeConfig, when: str = "") -> None:
         """Raise BarrierTimeout (naming the kernel, its shape and which waits) if a launch since reset() timed out."""
-        from .status import barrier_timeout
+        from ..runtime.status import barrier_timeout
 
         label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''})"
         e = barrier_timeout(label, self.status.read(), describe=describe_wait)
@@ -420,7 +421,7 @@ class B08Runner:
 
     def flush_l2(self) -> None:
         """Evict the input from L2 by writing a buffer twice its size."""
-        from .driver import DeviceBuffer, device_properties
+        from ..runtime.driver import DeviceBuffer, device_properties
 
         if self._flush is None:
             self._flush = DeviceBuffer(2 * max(device_properties().l2_bytes, 1 << 20))

@@ -5,15 +5,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .errors import DrvtmaError, NoGpuError
+from ..errors import DrvtmaError, NoGpuError
 
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
-    "sweep": ("drvtma.bench_cli", "sweep_command", "time the B-08 modes over fma_iters (needs a Hopper GPU)"),
-    "bench": ("drvtma.bench_cli", "bench_command", "benchmarks: `drvtma bench roof` (memory roof), `drvtma bench floors` (ring bounds)"),
-    "check": ("drvtma.check_cli", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
-    "compile": ("drvtma.cli", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
-    "info": ("drvtma.cli", "info_command", "versions, device and driver"),
+    "sweep": ("drvtma.cli.bench", "sweep_command", "time the B-08 modes over fma_iters (needs a Hopper GPU)"),
+    "bench": ("drvtma.cli.bench", "bench_command", "benchmarks: `drvtma bench roof` (memory roof), `drvtma bench floors` (ring bounds)"),
+    "check": ("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
+    "compile": ("drvtma.cli.main", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
+    "info": ("drvtma.cli.main", "info_command", "versions, device and driver"),
 }
 
 
@@ -24,7 +24,7 @@ def _usage() -> str:
 
 
 def info_command(argv: list[str]) -> int:
-    from . import driver
+    from ..runtime import driver
 
     for key, value in driver.versions().items():
         print(f"{key}: {value}")
@@ -38,7 +38,8 @@ def info_command(argv: list[str]) -> int:
 def compile_command(argv: list[str]) -> int:
     import argparse
 
-    from . import compiler, sass
+    from ..runtime import compiler
+    from ..runtime import sass
 
     p = argparse.ArgumentParser(prog="drvtma compile", description=COMMANDS["compile"][2])
     p.add_argument("source", help="a .cu file (a name under cu/ or a path)")

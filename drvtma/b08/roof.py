@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .modes import STATIC_SMEM_RESERVE, ModeConfig
-from .timing import copy_rate_gbs, gb_per_s, time_launches
+from ..runtime.timing import copy_rate_gbs, gb_per_s, time_launches
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048
@@ -90,14 +90,14 @@ def knees(points: list[RoofPoint], fraction: float = KNEE_FRACTION) -> dict[str,
 def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected_word_sum: int
                         ) -> list[RoofPoint]:
     """The plain read kernel at a few launch shapes; each checked against the input's word sum."""
-    from .driver import DeviceBuffer, synchronize
-    from .errors import DrvtmaError
-    from .kernel import load_module
+    from ..runtime.driver import DeviceBuffer, synchronize
+    from ..errors import DrvtmaError
+    from ..runtime.kernel import load_module
 
     points = []
     n_vec = runner.n // 4
     for unroll, threads, bps in ((4, 512, 4), (8, 256, 8), (8, 1024, 2)):
-        kernel = load_module("roof.cu", defines={"ROOF_UNROLL": unroll}).kernel("roof_read_vec4")
+        kernel = load_module("b08/roof.cu", defines={"ROOF_UNROLL": unroll}).kernel("roof_read_vec4")
         grid = sm_count * bps
         with DeviceBuffer(grid * 4) as sums:
             sums.fill_u32(0xDEADBEEF)
@@ -116,7 +116,7 @@ def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected
 
 def residency(kernel, block_threads: int, smem_bytes: int) -> tuple[int, int]:
     """(blocks one SM can hold, registers per thread) of a loaded kernel, from the driver's occupancy API."""
-    from .driver import call, cu
+    from ..runtime.driver import call, cu
 
     blocks = call(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor, kernel.function, block_threads, smem_bytes)
     regs = call(cu.cuFuncGetAttribute, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function)
@@ -215,7 +215,7 @@ class RoofResult:
 def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads: int = 256, stages=ROOF_STAGES,
              tiles_per_stage=ROOF_TILES_PER_STAGE, blocks_per_sm=ROOF_BLOCKS_PER_SM, splits=ROOF_SPLITS,
              article_modes: bool = True, progress=sys.stderr) -> RoofResult:
-    from .driver import device_properties
+    from ..runtime.driver import device_properties
     from .modes import B08Runner
     from .verify import make_input
 

@@ -7,8 +7,10 @@ import json
 import sys
 from pathlib import Path
 
-from .errors import CudaError
-from .tensormap import TensorMapSpec, encode_tiled, validate_all
+from ..errors import CudaError
+from ..tma.spec import TensorMapSpec
+from ..tma.encode import encode_tiled
+from ..tma.rules import validate_all
 
 
 def _ints(text: str) -> list[int]:
@@ -88,7 +90,7 @@ def check_command(argv: list[str]) -> int:
         if spec.base_address is not None:
             tmap = encode_tiled(spec)
         else:
-            from .driver import DeviceBuffer
+            from ..runtime.driver import DeviceBuffer
 
             scratch = DeviceBuffer(max(spec.extent_bytes, 16))
             tmap = encode_tiled(spec, scratch)

@@ -19,10 +19,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .errors import DrvtmaError
+from ..errors import DrvtmaError
 from .modes import ModeConfig
 from .sweep import SweepConfig
-from .timing import time_launches
+from ..runtime.timing import time_launches
 from .verify import SUMS_POISON
 
 
@@ -116,8 +116,8 @@ def check_probe_sums(cfg: ModeConfig, raw: np.ndarray) -> None:
 
 def run_floors(cfg: SweepConfig, *, progress=sys.stderr) -> FloorsResult:
     """Time the launch floor, both halves and the full ring of every ring mode in cfg, and sync, per fma_iters."""
-    from .driver import device_properties
-    from .kernel import load_module
+    from ..runtime.driver import device_properties
+    from ..runtime.kernel import load_module
     from .modes import B08Runner
     from .verify import make_input
 
@@ -127,7 +127,7 @@ def run_floors(cfg: SweepConfig, *, progress=sys.stderr) -> FloorsResult:
     sync = next((m for m in cfg.modes if m.mode == "sync"), ModeConfig("sync"))
     props = device_properties()
     runner = B08Runner.upload(make_input(cfg.n, cfg.seed))
-    empty = load_module("timing.cu").kernel("empty_kernel")
+    empty = load_module("runtime/timing.cu").kernel("empty_kernel")
 
     def timed(launch) -> float:
         return time_launches(launch, runs=cfg.runs, warmups=cfg.warmups, head_start_ns=cfg.head_start_ns).median

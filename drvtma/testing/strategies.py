@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 
-from .dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
-from .tensormap import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
-                        L2Promotion, OobFill, Swizzle, TensorMapSpec, address_alignment)
+from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
+from ..tma.spec import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
+                        L2Promotion, OobFill, Swizzle, TensorMapSpec)
+from ..tma.rules import address_alignment
 
 ADDRESS_BASE = 0x7F00_0000_0000  # CPU specs get plausible device addresses above this
 _SAME_SIZE_INT = {1: UINT8, 2: UINT16, 4: UINT32, 8: UINT64}

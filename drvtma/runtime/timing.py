@@ -87,7 +87,7 @@ def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
-    hold = load_module("timing.cu").kernel("hold_stream") if head_start_ns > 0 else None
+    hold = load_module("runtime/timing.cu").kernel("hold_stream") if head_start_ns > 0 else None
     for _ in range(warmups):
         launch()
     synchronize()

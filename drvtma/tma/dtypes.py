@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import TensorMapError
+from ..errors import TensorMapError
 
 # Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
 # fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first (tma-facts §1); f64, f32_ftz and both tf32 types

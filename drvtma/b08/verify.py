@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import DrvtmaError
+from ..errors import DrvtmaError
 
 TILE_ELEMS = 1024
 TILE_BYTES = TILE_ELEMS * 4

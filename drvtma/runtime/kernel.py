@@ -14,7 +14,7 @@ import numpy as np
 
 from . import compiler
 from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
-from .errors import CudaError, LaunchError
+from ..errors import CudaError, LaunchError
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS if cu is not None else 0
 _SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .dtypes import TF32_DTYPES, tma_dtype
-from .errors import TensorMapError
-from .tensormap import Interleave, OobFill, Swizzle, TensorMapSpec
+from ..errors import TensorMapError
+from .spec import Interleave, OobFill, Swizzle, TensorMapSpec
 
 SMEM_DST_ALIGNMENT = 128  # shared destination of a tensor copy [doc]
 # Swizzle: A' = A ^ (((A >> 7) & M) << 4) on the absolute shared address [seen]

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .modes import ARTICLE_MODES, MODES, ModeConfig
-from .timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
+from ..runtime.timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304
@@ -324,7 +324,7 @@ def plot_png(result: SweepResult, path) -> bool:
 
 def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
     """Upload a random input, then verify and time every mode at every fma_iters (progress lines on `progress`)."""
-    from .driver import device_properties
+    from ..runtime.driver import device_properties
     from .modes import B08Runner
     from .verify import check_same_total, make_input
 

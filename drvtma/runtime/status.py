@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .driver import DeviceBuffer
-from .errors import BarrierTimeout, TimedOutWait
+from ..errors import BarrierTimeout, TimedOutWait
 
 # Mirrors struct DrvtmaTimeout / DrvtmaStatus; keep the field order identical.
 STATUS_SLOTS = 8  # kStatusSlots

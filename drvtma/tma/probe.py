@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import oracle
-from .tensormap import TensorMap, TensorMapSpec, encode_tiled
+from .encode import TensorMap, encode_tiled
+from .spec import TensorMapSpec
 
-PROBE_SOURCE = "load_probe.cu"
+PROBE_SOURCE = "tma/load_probe.cu"
 PROBE_KERNEL = "load_probe"
 PROBE_THREADS = 128
 IMAGE_ALIGN_SLACK = 1024  # the kernel aligns its image to 1024 B inside the dynamic region
@@ -24,8 +25,8 @@ class LoadProbe:
     """The compiled probe kernel and reusable device scratch (coordinates, images, status)."""
 
     def __init__(self):
-        from .kernel import load_module
-        from .status import StatusBuffer
+        from ..runtime.kernel import load_module
+        from ..runtime.status import StatusBuffer
 
         self.kernel = load_module(PROBE_SOURCE).kernel(PROBE_KERNEL)
         self.status = StatusBuffer()
@@ -33,7 +34,7 @@ class LoadProbe:
         self._images = None
 
     def _scratch(self, attr: str, nbytes: int):
-        from .driver import DeviceBuffer
+        from ..runtime.driver import DeviceBuffer
 
         buf = getattr(self, attr)
         if buf is None or buf.nbytes < nbytes:

@@ -1,0 +1,5 @@
+"""The `drvtma` command line: `main` dispatches; each command family has its own module (`check`, `bench`)."""
+
+from .main import COMMANDS, main
+
+__all__ = ["COMMANDS", "main"]

@@ -1,0 +1,265 @@
+"""Every tensor-map encode rule as a named check: each broken rule is a TensorMapError with a fix."""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import TensorMapError
+from .dtypes import FLOAT_DTYPES, TmaDtype
+from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_RANK,
+                   MAX_STRIDE_BYTES, SM100_ONLY_SWIZZLES, SMEM_PER_BLOCK_OPTIN_SM90, Interleave, L2Promotion, OobFill,
+                   Swizzle, TensorMapSpec)
+
+def round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def _axis(spec: TensorMapSpec, i: int) -> str:
+    """A readable name for NumPy axis i: 'axis 0 (rows)' style for the common ranks."""
+    names = {2: ("rows", "columns"), 3: ("planes", "rows", "columns")}.get(spec.rank)
+    return f"axis {i} ({names[i]})" if names else f"axis {i}"
+
+
+def _elements(nbytes: int, dt: TmaDtype) -> str:
+    return f"{nbytes // dt.itemsize} {dt.name}" if nbytes % dt.itemsize == 0 else f"{nbytes} B"
+
+
+def address_alignment(interleave) -> int:
+    """The alignment of global addresses and strides: 32 B for INTERLEAVE_32B maps, else 16 B."""
+    return 32 if interleave == Interleave.B32 else 16
+
+
+def _address_error(address: int, interleave) -> TensorMapError | None:
+    align = address_alignment(interleave)
+    if address % align == 0:
+        return None
+    why = " (INTERLEAVE_32B)" if align == 32 else ""
+    return TensorMapError("address_alignment", "base_address", hex(address),
+                          f"start the tensor at a multiple of {align} B, e.g. 0x{round_up(address, align):x}",
+                          f"the global address must be {align}-byte aligned{why}; it is {address % align} B past "
+                          "a boundary")
+
+
+def _bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError | None:
+    """The tensor must fit the buffer it is encoded for (from the base address on)."""
+    if available is None or spec.extent_bytes <= available:
+        return None
+    return TensorMapError("buffer_bounds", "shape", spec.shape,
+                          f"use a buffer of at least {spec.extent_bytes} B from the base address",
+                          f"the tensor spans {spec.extent_bytes} B but the buffer holds {available} B from the "
+                          "base address")
+
+
+def _check_rank(spec):
+    if not 1 <= spec.rank <= MAX_RANK:
+        yield TensorMapError("rank", "shape", spec.shape, "use 1 to 5 axes (merge contiguous axes, or split the "
+                             "tensor into several maps)", f"rank {spec.rank} is outside 1..{MAX_RANK}")
+    for name in ("strides_bytes", "box", "element_strides"):
+        if len(getattr(spec, name)) != spec.rank:
+            yield TensorMapError("rank_mismatch", name, getattr(spec, name),
+                                 f"give one {name} entry per axis of shape {spec.shape}",
+                                 f"{len(getattr(spec, name))} entries for a rank-{spec.rank} shape")
+
+
+def _check_enums(spec):
+    for name, enum in (("interleave", Interleave), ("l2_promotion", L2Promotion), ("oob_fill", OobFill)):
+        v = getattr(spec, name)
+        if not isinstance(v, enum):
+            yield TensorMapError("enum", name, v, f"use one of {', '.join(f'{m.name}={int(m)}' for m in enum)}",
+                                 f"{v} is not a {name} value")
+    if spec.swizzle in SM100_ONLY_SWIZZLES:
+        yield TensorMapError("sm100_only", "swizzle", spec.swizzle, "use NONE, 32B, 64B or 128B on sm_90",
+                             f"SWIZZLE_{SM100_ONLY_SWIZZLES[spec.swizzle]} exists only on Blackwell (sm_100)")
+    elif not isinstance(spec.swizzle, Swizzle):
+        yield TensorMapError("enum", "swizzle", spec.swizzle, "use NONE=0, B32=1, B64=2 or B128=3",
+                             f"{spec.swizzle} is not a swizzle value")
+
+
+def _check_address(spec):
+    error = None if spec.base_address is None else _address_error(spec.base_address, spec.interleave)
+    if error is not None:
+        yield error
+
+
+def _check_dims(spec):
+    for i, n in enumerate(spec.shape):
+        if not 1 <= n <= MAX_DIM:
+            yield TensorMapError("dim_range", f"shape[{i}]", n, f"use 1..2^32 elements along {_axis(spec, i)}",
+                                 f"{_axis(spec, i)} has {n} elements")
+
+
+def _check_strides(spec):
+    dt, align = spec.dtype, address_alignment(spec.interleave)
+    if spec.strides_bytes[-1] != dt.itemsize:
+        yield TensorMapError("inner_stride", f"strides_bytes[{spec.rank - 1}]", spec.strides_bytes[-1],
+                             f"make the last axis contiguous ({dt.itemsize} B per {dt.name}); copy the array or "
+                             "move the contiguous axis last",
+                             "TMA reads the innermost axis contiguously; its stride must be the element size")
+    for i, s in enumerate(spec.strides_bytes[:-1]):
+        if s < 0 or s >= MAX_STRIDE_BYTES:
+            fix = "use a view without negative strides" if s < 0 else "split the tensor into several maps"
+            yield TensorMapError("stride_range", f"strides_bytes[{i}]", s, fix,
+                                 f"the stride of {_axis(spec, i)} must be in 0..2^40-1 B")
+        elif s % align:
+            padded = round_up(s, align)
+            why = " (INTERLEAVE_32B)" if align == 32 else ""
+            yield TensorMapError(
+                "stride_alignment", f"strides_bytes[{i}]", s,
+                f"pad {_axis(spec, i)} to {padded} B = {_elements(padded, dt)} per step",
+                f"the stride of {_axis(spec, i)} is {s} B = {_elements(s, dt)}, not a multiple of {align} B{why}")
+
+
+def _check_overlap(spec):
+    """Stride 0 and overlapping strides: accepted by the driver, refused here unless allow_overlap [seen]."""
+    if spec.allow_overlap or spec.strides_bytes[-1] != spec.itemsize:
+        return
+    for i, s in enumerate(spec.strides_bytes[:-1]):
+        if s == 0 and spec.shape[i] > 1:
+            yield TensorMapError("stride_zero", f"strides_bytes[{i}]", 0,
+                                 "pass allow_overlap=True to broadcast on purpose, else give the real stride",
+                                 f"{_axis(spec, i)} has {spec.shape[i]} elements that all read the same bytes")
+    # Sufficient test for non-overlap: sorted by stride, each axis steps past everything inside it.
+    axes = sorted((s, n, i) for i, (s, n) in enumerate(zip(spec.strides_bytes, spec.shape)) if n > 1 and s > 0)
+    for (s_in, n_in, i_in), (s_out, _, i_out) in zip(axes, axes[1:]):
+        if s_out < s_in * n_in:
+            yield TensorMapError(
+                "strides_overlap", f"strides_bytes[{i_out}]", s_out,
+                f"use a stride of at least {round_up(s_in * n_in, 16)} B for {_axis(spec, i_out)}, or pass "
+                "allow_overlap=True for an overlapping view",
+                f"{_axis(spec, i_out)} steps {s_out} B but {_axis(spec, i_in)} spans {s_in * n_in} B: "
+                "elements share bytes")
+            return
+
+
+def _check_box(spec):
+    dt = spec.dtype
+    for i, b in enumerate(spec.box):
+        if not 1 <= b <= MAX_BOX:
+            yield TensorMapError("box_range", f"box[{i}]", b, f"use 1..256 elements per box along {_axis(spec, i)}; "
+                                 "cover more with several loads", f"box[{i}] = {b} is outside 1..256")
+    for i, e in enumerate(spec.element_strides):
+        if not 1 <= e <= MAX_ELEMENT_STRIDE:
+            yield TensorMapError("element_stride_range", f"element_strides[{i}]", e, "use 1..8",
+                                 f"element stride {e} along {_axis(spec, i)} is outside 1..8")
+    inner = spec.box[-1] * dt.itemsize
+    # Documented for INTERLEAVE_NONE; the H200's driver also refused INTERLEAVE_32B maps with 4 and 8 B inner rows
+    # (16 and 32 B accepted) [seen], so drvtma checks it for every interleave.
+    if 1 <= spec.box[-1] <= MAX_BOX and inner % 16:
+        unit = 16 // math.gcd(16, dt.itemsize)
+        lo, hi = spec.box[-1] // unit * unit, round_up(spec.box[-1], unit)
+        choices = " or ".join(str(v) for v in (lo, hi) if 1 <= v <= MAX_BOX)
+        yield TensorMapError("box_inner_bytes", f"box[{spec.rank - 1}]", spec.box[-1],
+                             f"use box[{spec.rank - 1}] = {choices} (a multiple of {unit} {dt.name})",
+                             f"the innermost box row is {inner} B, not a multiple of 16 B")
+
+
+def _check_interleave(spec):
+    if spec.interleave in (Interleave.B16, Interleave.B32) and spec.rank < 3:
+        yield TensorMapError("interleave_rank", "interleave", spec.interleave.name,
+                             "use INTERLEAVE_NONE, or describe the tensor with 3 to 5 axes (e.g. N, C/8, HW*8)",
+                             f"interleaved layouts need rank >= 3, this one has rank {spec.rank}")
+    if (spec.interleave == Interleave.B32 and spec.swizzle != Swizzle.B32 and isinstance(spec.swizzle, Swizzle)
+            and not spec.allow_undocumented):
+        yield TensorMapError("interleave_swizzle", "swizzle", getattr(spec.swizzle, "name", spec.swizzle),
+                             "use SWIZZLE_32B with INTERLEAVE_32B (or allow_undocumented=True: the driver accepts "
+                             "it, but what the load does is not documented)",
+                             "the documentation requires SWIZZLE_32B with INTERLEAVE_32B")
+
+
+def _check_swizzle(spec):
+    span = spec.swizzle_span_bytes
+    inner = spec.box[-1] * spec.itemsize
+    if spec.interleave == Interleave.NONE and span and inner > span:
+        most = span // spec.itemsize
+        yield TensorMapError("swizzle_span", f"box[{spec.rank - 1}]", spec.box[-1],
+                             f"use box[{spec.rank - 1}] <= {most} {spec.dtype.name} with SWIZZLE_{span}B, or a "
+                             "wider swizzle, and load a row with several boxes",
+                             f"the innermost box row is {inner} B, wider than the {span} B swizzle span")
+
+
+def _check_fill(spec):
+    if spec.oob_fill == OobFill.NAN and spec.dtype not in FLOAT_DTYPES:
+        yield TensorMapError("nan_fill_type", "oob_fill", "NAN", "use oob_fill='zero', or a floating dtype",
+                             f"NaN fill needs a floating type; {spec.dtype.name} is not one")
+
+
+def driver_box_bytes(spec) -> int:
+    """The box size the driver limits: loaded elements in every dimension (dim 0's element stride counted too,
+    although a load ignores it), times the element size, without swizzle padding [seen]."""
+    return math.prod(-(-b // e) for b, e in zip(spec.box, spec.element_strides)) * spec.itemsize
+
+
+def _check_smem(spec, smem_limit: int):
+    """The driver's box limit first; then, for boxes the driver takes, whether one fits a block's shared memory."""
+    data = driver_box_bytes(spec)
+    if data > DRIVER_BOX_BYTES_LIMIT:
+        yield TensorMapError("box_bytes", "box", spec.box,
+                             f"load at most {DRIVER_BOX_BYTES_LIMIT} B per box (several smaller boxes, or element "
+                             "strides)",
+                             f"the box loads {data} B; the driver refuses boxes over {DRIVER_BOX_BYTES_LIMIT} B")
+        return
+    need = spec.smem_bytes
+    if need > smem_limit:
+        yield TensorMapError("smem_budget", "box", spec.box,
+                             f"shrink the box to at most {smem_limit} B of shared memory (rows x row pitch), or "
+                             "load it in several boxes",
+                             f"one box needs {need} B of shared memory (rows padded to the row pitch), over the "
+                             f"{smem_limit} B a block can have; the driver accepts the map, no kernel can land it")
+
+
+def validate_all(spec: TensorMapSpec, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> list[TensorMapError]:
+    """Every broken rule, in a fixed order. Checks that depend on a broken one (shapes of arrays, enums) skip.
+
+    A smaller ``smem_limit`` checks a budget of your own; a larger one only leaves the refusal to the driver.
+    """
+    errors = list(_check_rank(spec))
+    if errors:
+        return errors
+    errors += _check_enums(spec)
+    errors += _check_address(spec)
+    errors += _check_dims(spec)
+    errors += _check_strides(spec)
+    errors += _check_overlap(spec)
+    errors += _check_box(spec)
+    errors += _check_interleave(spec)
+    enums_ok = not any(e.rule in ("enum", "sm100_only") for e in errors)
+    if enums_ok:
+        errors += _check_swizzle(spec)
+    errors += _check_fill(spec)
+    ranges_ok = not any(e.rule in ("box_range", "element_stride_range") for e in errors)
+    if enums_ok and ranges_ok:
+        errors += _check_smem(spec, smem_limit)
+    return errors
+
+
+def driver_should_accept(errors: list[TensorMapError]) -> bool:
+    """True when no broken rule is one the driver enforces (drvtma's own rules leave the driver willing)."""
+    return not any(e.rule in DRIVER_RULES for e in errors)
+
+
+# ---------------------------------------------------------------------------------------------- description
+
+def describe_spec(spec: TensorMapSpec) -> str:
+    dt = spec.dtype
+    lines = [f"TensorMapSpec {dt.name} (tensor-map type {dt.enum}, {dt.itemsize} B), NumPy order (outermost first):",
+             f"  shape {spec.shape}, strides {spec.strides_bytes} B, box {spec.box}, "
+             f"element strides {spec.element_strides}"]
+    if len(spec.strides_bytes) == spec.rank == len(spec.box) == len(spec.element_strides) and spec.rank >= 1:
+        p = spec.tma_params()
+        lines.append(f"  driver order (fastest first): globalDim {list(p.global_dim)}, globalStrides "
+                     f"{list(p.global_strides)} B, boxDim {list(p.box_dim)}, elementStrides {list(p.element_strides)}")
+        name = lambda v: getattr(v, "name", str(v))  # noqa: E731
+        lines.append(f"  interleave {name(spec.interleave)}, swizzle {name(spec.swizzle)}, "
+                     f"L2 promotion {name(spec.l2_promotion)}, out-of-bounds fill {name(spec.oob_fill)}")
+        if all(1 <= b <= MAX_BOX for b in spec.box) and all(e >= 1 for e in spec.element_strides):
+            lines.append(f"  per load: {spec.loaded_counts} elements, expect_tx {spec.expect_tx_bytes} B, "
+                         f"shared memory {spec.smem_bytes} B (row pitch {spec.row_pitch_bytes} B)")
+        over = [i for i, (b, n) in enumerate(zip(spec.box, spec.shape)) if b > n]
+        if over:
+            lines.append(f"  note: the box is larger than the tensor along axis {over}: loads fill the rest")
+    if spec.base_address is not None:
+        lines.append(f"  base address 0x{spec.base_address:x}")
+    if spec.allow_overlap or spec.allow_undocumented:
+        lines.append(f"  allowed: {'overlap ' if spec.allow_overlap else ''}"
+                     f"{'undocumented' if spec.allow_undocumented else ''}".rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,337 @@
+"""The tiled tensor-map spec in NumPy order and its geometry (rules in `rules`, encoding in `encode`).
+
+Users describe a tensor as NumPy does (outermost axis first, strides in bytes, the last axis contiguous). The driver
+wants the reverse (fastest first, strides for dims 1..rank-1 only); `to_tma_order` is the one place that reverses.
+
+Where the driver is looser than its documentation, drvtma decides (docs/tensormap.md):
+- stride 0 on an axis with more than one element, or strides that make two elements share bytes: refused
+  (rules ``stride_zero``, ``strides_overlap``) unless the spec says ``allow_overlap=True``;
+- strides in any order (a permuted view) that do not overlap: accepted;
+- a box larger than the tensor: accepted (the load fills the rest; `describe()` says so);
+- INTERLEAVE_32B with a swizzle other than 32B: refused (rule ``interleave_swizzle``) unless
+  ``allow_undocumented=True``.
+The driver itself refuses a box whose loaded elements exceed 228 KiB (rule ``box_bytes``) [seen]; drvtma also refuses
+a box whose shared-memory footprint (rows padded to the swizzle span) exceeds the 227 KiB a block can have (rule
+``smem_budget``): the driver accepts such a map, but no kernel could land the box.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from .dtypes import TmaDtype, tma_dtype
+
+MAX_RANK = 5
+MAX_DIM = 1 << 32
+MAX_STRIDE_BYTES = 1 << 40  # exclusive
+MAX_BOX = 256
+MAX_ELEMENT_STRIDE = 8
+# H100/H200 opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget).
+SMEM_PER_BLOCK_OPTIN_SM90 = 227 * 1024
+# The driver's own limit on one box: prod(ceil(box[k] / elementStrides[k])) * elemsize over every dimension, dim 0
+# included, padding not counted. uint8 boxes of 233,472 B (228 KiB) were accepted and 233,520 B refused on the H200
+# (driver 580.159.04) [seen]; tests/test_probe_gpu.py pins both points.
+DRIVER_BOX_BYTES_LIMIT = 228 * 1024
+TENSOR_MAP_BYTES = 128
+
+
+class Interleave(IntEnum):
+    NONE = 0
+    B16 = 1
+    B32 = 2
+
+
+class Swizzle(IntEnum):
+    NONE = 0
+    B32 = 1
+    B64 = 2
+    B128 = 3
+
+
+class L2Promotion(IntEnum):
+    NONE = 0
+    B64 = 1
+    B128 = 2
+    B256 = 3
+
+
+class OobFill(IntEnum):
+    ZERO = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+    NAN = 1  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+
+
+SWIZZLE_SPAN_BYTES = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128}
+SM100_ONLY_SWIZZLES = {4: "128B_ATOM_32B", 5: "128B_ATOM_32B_FLIP_8B", 6: "128B_ATOM_64B"}
+
+# Rules the driver itself enforces (it answers CUDA_ERROR_INVALID_VALUE); every other rule is drvtma's own:
+# the driver accepts such specs, and tests/test_probe_gpu.py pins that it still does.
+DRIVER_RULES = frozenset({"rank", "enum", "sm100_only", "address_alignment", "dim_range", "stride_alignment",
+                          "stride_range", "box_range", "box_inner_bytes", "element_stride_range",
+                          "interleave_rank", "swizzle_span", "nan_fill_type", "box_bytes"})
+DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "interleave_swizzle",
+                          "smem_budget"})
+ALL_RULES = DRIVER_RULES | DRVTMA_RULES
+
+
+def _enum_value(value, enum: type[IntEnum], what: str) -> int:
+    """An enum member from a member, an int (kept even when out of range, so validation can name it) or a name."""
+    if isinstance(value, str):
+        key = value.strip().upper().replace("-", "_")
+        key = {"32B": "B32", "64B": "B64", "128B": "B128", "16B": "B16", "256B": "B256", "NAN_REQUEST_ZERO_FMA": "NAN",
+               "ZEROS": "ZERO"}.get(key, key)
+        if key in enum.__members__:
+            return enum.__members__[key]
+        raise ValueError(f"{what} {value!r} is not one of {', '.join(enum.__members__)}")
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        try:
+            return enum(int(value))
+        except ValueError:
+            return int(value)
+    raise TypeError(f"{what} must be a name or an int, got {type(value).__name__}")
+
+
+def _int_tuple(values, what: str) -> tuple[int, ...]:
+    if isinstance(values, (int, np.integer)):
+        values = (values,)
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{what} must hold ints, got {v!r}")
+        out.append(int(v))
+    return tuple(out)
+
+
+def to_tma_order(values) -> tuple:
+    """NumPy order (outermost first) to TMA order (fastest first). The only place drvtma reverses axes."""
+    return tuple(reversed(tuple(values)))
+
+
+@dataclass(frozen=True)
+class TmaParams:
+    """What cuTensorMapEncodeTiled receives, in its own order (fastest dimension first, strides for dims 1..)."""
+
+    dtype_enum: int
+    rank: int
+    global_dim: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    box_dim: tuple[int, ...]
+    element_strides: tuple[int, ...]
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    def describe(self) -> str:
+        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
+                f"globalStrides={list(self.global_strides)}, boxDim={list(self.box_dim)}, "
+                f"elementStrides={list(self.element_strides)}, interleave={self.interleave}, "
+                f"swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, oobFill={self.oob_fill}")
+
+
+@dataclass(frozen=True)
+class TensorMapSpec:
+    """A tiled tensor map in NumPy order: ``shape``, ``strides_bytes`` (one per axis, the last = itemsize), ``box``.
+
+    Build with `create`, `for_array` or `from_buffer`. Construction normalises types only; `validate` checks rules.
+    """
+
+    dtype: TmaDtype
+    shape: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    box: tuple[int, ...]
+    element_strides: tuple[int, ...] | None = None  # None: all ones
+    interleave: int = Interleave.NONE
+    swizzle: int = Swizzle.NONE
+    l2_promotion: int = L2Promotion.NONE
+    oob_fill: int = OobFill.ZERO
+    base_address: int | None = None  # device address of element (0, .., 0); None: not known yet
+    allow_overlap: bool = False  # accept stride 0 and overlapping strides (broadcasts, sliding windows)
+    allow_undocumented: bool = False  # accept INTERLEAVE_32B with a swizzle other than 32B (the driver does)
+
+    def __post_init__(self):
+        put = object.__setattr__
+        put(self, "dtype", tma_dtype(self.dtype))
+        put(self, "shape", _int_tuple(self.shape, "shape"))
+        put(self, "strides_bytes", _int_tuple(self.strides_bytes, "strides_bytes"))
+        put(self, "box", _int_tuple(self.box, "box"))
+        es = (1,) * len(self.shape) if self.element_strides is None else self.element_strides
+        put(self, "element_strides", _int_tuple(es, "element_strides"))
+        put(self, "interleave", _enum_value(self.interleave, Interleave, "interleave"))
+        put(self, "swizzle", _enum_value(self.swizzle, Swizzle, "swizzle"))
+        put(self, "l2_promotion", _enum_value(self.l2_promotion, L2Promotion, "l2_promotion"))
+        put(self, "oob_fill", _enum_value(self.oob_fill, OobFill, "oob_fill"))
+        if self.base_address is not None:
+            put(self, "base_address", int(self.base_address))
+
+    # ---- constructors
+    @classmethod
+    def create(cls, dtype, shape, box, *, strides=None, strides_bytes=None, **options) -> TensorMapSpec:
+        """A spec from a shape and optional strides, in elements (``strides``) or bytes; default contiguous."""
+        dt = tma_dtype(dtype)
+        shape = _int_tuple(shape, "shape")
+        if strides is not None and strides_bytes is not None:
+            raise ValueError("give strides (elements) or strides_bytes, not both")
+        if strides is not None:
+            strides_bytes = tuple(s * dt.itemsize for s in _int_tuple(strides, "strides"))
+        elif strides_bytes is None:
+            strides_bytes = contiguous_strides_bytes(shape, dt.itemsize)
+        return cls(dt, shape, strides_bytes, box, **options)
+
+    @classmethod
+    def for_array(cls, arr, box, *, dtype=None, **options) -> TensorMapSpec:
+        """A spec for a NumPy array or any object with ``__cuda_array_interface__`` (then its address too).
+
+        ``dtype`` overrides the array's (e.g. "bfloat16" for a uint16 carrier).
+        """
+        cai = getattr(arr, "__cuda_array_interface__", None)
+        if cai is not None:
+            np_dtype = np.dtype(cai["typestr"])
+            shape = tuple(cai["shape"])
+            strides = cai.get("strides") or contiguous_strides_bytes(shape, np_dtype.itemsize)
+            options.setdefault("base_address", int(cai["data"][0]))
+        else:
+            arr = np.asarray(arr)
+            np_dtype, shape, strides = arr.dtype, arr.shape, arr.strides
+        dt = tma_dtype(dtype if dtype is not None else np_dtype)
+        if dt.itemsize != np_dtype.itemsize:
+            raise ValueError(f"dtype {dt} ({dt.itemsize} B) does not match the array's {np_dtype} "
+                             f"({np_dtype.itemsize} B)")
+        return cls(dt, shape, strides, box, **options)
+
+    @classmethod
+    def from_buffer(cls, buf, dtype, shape, box, *, strides=None, strides_bytes=None, offset_bytes: int = 0,
+                    **options) -> TensorMapSpec:
+        """A spec for a tensor that starts ``offset_bytes`` into a DeviceBuffer (or any object with ``.ptr``)."""
+        return cls.create(dtype, shape, box, strides=strides, strides_bytes=strides_bytes,
+                          base_address=int(buf.ptr) + int(offset_bytes), **options)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TensorMapSpec:
+        """A spec from a dict such as JSON gives: dtype, shape, box, and optional strides / strides_bytes, ..."""
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)} | {"strides"}
+        unknown = set(d) - known
+        if unknown:
+            raise ValueError(f"unknown tensor-map field(s): {', '.join(sorted(unknown))}; known: "
+                             f"{', '.join(sorted(known))}")
+        for key in ("dtype", "shape", "box"):
+            if key not in d:
+                raise ValueError(f"a tensor-map spec needs {key!r}")
+        if isinstance(d.get("base_address"), str):
+            d["base_address"] = int(d["base_address"], 0)
+        return cls.create(d.pop("dtype"), d.pop("shape"), d.pop("box"), **d)
+
+    @classmethod
+    def from_json(cls, text: str) -> TensorMapSpec:
+        return cls.from_dict(json.loads(text))
+
+    def to_dict(self) -> dict:
+        """JSON-ready fields (enum names, hex address); `from_dict` reads it back."""
+        d = {"dtype": self.dtype.name, "shape": list(self.shape), "strides_bytes": list(self.strides_bytes),
+             "box": list(self.box), "element_strides": list(self.element_strides)}
+        for key, enum in (("interleave", Interleave), ("swizzle", Swizzle), ("l2_promotion", L2Promotion),
+                          ("oob_fill", OobFill)):
+            v = getattr(self, key)
+            d[key] = v.name if isinstance(v, enum) else int(v)
+        if self.base_address is not None:
+            d["base_address"] = hex(self.base_address)
+        if self.allow_overlap:
+            d["allow_overlap"] = True
+        if self.allow_undocumented:
+            d["allow_undocumented"] = True
+        return d
+
+    def replace(self, **changes) -> TensorMapSpec:
+        return dataclasses.replace(self, **changes)
+
+    # ---- geometry (shared with drvtma.oracle)
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def loaded_counts(self) -> tuple[int, ...]:
+        """Elements one load delivers per axis (NumPy order): ceil(box/element stride), the innermost axis whole."""
+        counts = [-(-b // e) if e > 0 else 0 for b, e in zip(self.box, self.element_strides)]
+        if counts and self.interleave == Interleave.NONE:
+            counts[-1] = self.box[-1]  # the dim-0 element stride is ignored without interleave [doc, seen]
+        return tuple(counts)
+
+    @property
+    def swizzle_span_bytes(self) -> int:
+        return SWIZZLE_SPAN_BYTES.get(self.swizzle, 0)
+
+    @property
+    def row_pitch_bytes(self) -> int:
+        """Shared-memory bytes from one box row to the next: the row, padded to the swizzle span [seen]."""
+        return max(self.box[-1] * self.itemsize, self.swizzle_span_bytes)
+
+    @property
+    def expect_tx_bytes(self) -> int:
+        """Bytes one load completes on its mbarrier: the loaded elements, not the padded footprint [doc, seen]."""
+        return math.prod(self.loaded_counts) * self.itemsize
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory one box occupies: rows x row pitch."""
+        return math.prod(self.loaded_counts[:-1]) * self.row_pitch_bytes
+
+    @functools.cached_property
+    def extent_bytes(self) -> int:
+        """Bytes from the base address to one past the last element (non-negative strides)."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
+
+    def tma_params(self) -> TmaParams:
+        """The driver's arguments. Rank 1 gets one dummy stride: the driver refuses an empty list [seen]."""
+        strides = to_tma_order(self.strides_bytes)[1:] or (16,)
+        return TmaParams(self.dtype.enum, self.rank, to_tma_order(self.shape), strides, to_tma_order(self.box),
+                         to_tma_order(self.element_strides), int(self.interleave), int(self.swizzle),
+                         int(self.l2_promotion), int(self.oob_fill))
+
+    def tma_coordinates(self, coords) -> tuple[int, ...]:
+        """Box coordinates as the instruction takes them (dim 0 first), from NumPy order."""
+        return to_tma_order(_int_tuple(coords, "coordinates"))
+
+    # ---- checks
+    def validate(self, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> TensorMapSpec:
+        """Raise the first TensorMapError; return self when every rule holds."""
+        from .rules import validate_all
+
+        errors = validate_all(self, smem_limit=smem_limit)
+        if errors:
+            raise errors[0]
+        return self
+
+    def is_valid(self, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> bool:
+        from .rules import validate_all
+
+        return not validate_all(self, smem_limit=smem_limit)
+
+    def describe(self) -> str:
+        from .rules import describe_spec
+
+        return describe_spec(self)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def contiguous_strides_bytes(shape, itemsize: int) -> tuple[int, ...]:
+    out, step = [], itemsize
+    for n in reversed(tuple(shape)):
+        out.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(out))
