@@ -1,5 +1,5 @@
 // Deeper pipelines than the article's pipe2: a k-stage ring filled by 1D bulk copies, and a warp-specialized
-// producer/consumer ring. Same consumer work and checksums as cu/b08_modes.cu.
+// producer/consumer ring. Same consumer work and checksums as cu/b08/b08_modes.cu.
 //   pipe_ring  all warps consume; warp 0's elected lane refills a stage as soon as every thread has copied its
 //              elements out (one full mbarrier per stage, a CTA barrier as the release)
 //   ws_ring    one producer warp (the last) waits on "empty" barriers and issues copies; consumer warps wait on

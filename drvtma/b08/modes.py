@@ -1,6 +1,6 @@
 """The B-08 modes on the GPU: launch shapes, input guards, checked launches and timed launches.
 
-A mode is a kernel (cu/b08_modes.cu, cu/pipelines.cu) plus the way it fills shared memory; `ModeConfig` is one
+A mode is a kernel (cu/b08/b08_modes.cu, cu/b08/pipelines.cu) plus the way it fills shared memory; `ModeConfig` is one
 launch shape of it; `B08Runner` holds one input on the device and launches, verifies (drvtma.verify) and times
 any mode on it. The checks on configurations and inputs run before any driver call, so they work on the CPU.
 """
@@ -17,7 +17,7 @@ from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, c
 
 SMEM_PER_BLOCK_OPTIN = 227 * 1024  # H100/H200; the launch checks the device's own figure too
 STATIC_SMEM_RESERVE = 1024  # the ring kernels' barriers and alignment, next to the dynamic ring
-MAX_STAGES = 16  # kMaxStages in cu/pipelines.cu
+MAX_STAGES = 16  # kMaxStages in cu/b08/pipelines.cu
 MAX_N = 1 << 32  # the kernels mix a 32-bit element index into the checksums
 TRACE_POISON = 0xFFFFFFFF
 
@@ -61,7 +61,7 @@ MODES: dict[str, Mode] = {m.name: m for m in (
 ARTICLE_MODES = ("sync", "bulk1d", "tensor2d", "pipe2")
 ALL_MODES = tuple(MODES)
 
-# DRVTMA_FAULT values of cu/pipelines.cu. missing_arrive: pipeN's issuer announces bytes without arriving;
+# DRVTMA_FAULT values of cu/b08/pipelines.cu. missing_arrive: pipeN's issuer announces bytes without arriving;
 # ws's first consumer warp never releases its first stage. wrong_parity: ws's producer starts on phase 0.
 FAULTS = {"expect_tx_low": 1, "expect_tx_high": 2, "missing_arrive": 3, "wrong_parity": 4}
 FAULTS_BY_MODE = {"pipeN": ("expect_tx_low", "expect_tx_high", "missing_arrive"), "ws": tuple(FAULTS)}
@@ -70,7 +70,7 @@ RING_MODEL_FAULT = {("ws", "expect_tx_low"): "expect_tx_low", ("ws", "expect_tx_
                     ("ws", "missing_arrive"): "missing_release", ("ws", "wrong_parity"): "producer_parity",
                     ("pipeN", "expect_tx_low"): "expect_tx_low", ("pipeN", "expect_tx_high"): "expect_tx_high",
                     ("pipeN", "missing_arrive"): "missing_arrive"}
-# DRVTMA_RING_PART values of cu/pipelines.cu: the whole ring, or one half of its work (timing probes that
+# DRVTMA_RING_PART values of cu/b08/pipelines.cu: the whole ring, or one half of its work (timing probes that
 # `drvtma bench floors` uses to bound a ring; their sums cannot be verified).
 RING_PARTS = {"full": 0, "copy_only": 1, "compute_only": 2}
 

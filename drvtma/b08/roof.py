@@ -1,7 +1,7 @@
 """`drvtma bench roof`: how close the TMA read modes get to the memory roof of this GPU.
 
 In one run: the device-to-device copy rate (cuMemcpyDtoD, counting bytes read + written), a plain vectorized read
-kernel (cu/roof.cu), and the TMA read modes (pipeN, ws, plus the article's bulk1d/tensor2d/pipe2) at several stage
+kernel (cu/b08/roof.cu), and the TMA read modes (pipeN, ws, plus the article's bulk1d/tensor2d/pipe2) at several stage
 sizes, stage counts and blocks per SM, each as a fraction of the copy rate. Every TMA run is verified (per-tile
 checksums) and the read kernel's word sum is checked. For each ring mode it names the bytes in flight per SM where
 the curve bends: the least that reaches 90% of that mode's best rate.

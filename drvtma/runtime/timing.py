@@ -2,7 +2,7 @@
 
 A Python launch takes several microseconds to issue. Recorded on an idle GPU, the start event would complete at
 once and the kernel start only after the host caught up, so every sample would carry the host's issue time.
-Each run therefore starts with a short kernel that holds the stream (cu/timing.cu): the start event, the launch
+Each run therefore starts with a short kernel that holds the stream (cu/runtime/timing.cu): the start event, the launch
 and the end event all queue up behind it, and the interval measures the GPU's work alone.
 """
 

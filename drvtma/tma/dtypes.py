@@ -1,7 +1,7 @@
 """The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers.
 
 NumPy has no bfloat16, tfloat32 or fp8: those travel as raw bits (uint16 / uint32 / uint8 views). A tiled load
-copies bytes for every type but the two tf32 ones, which it rounds (`drvtma.oracle.tma_load_convert`) [seen].
+copies bytes for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
 """
 
 from __future__ import annotations

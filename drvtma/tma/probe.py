@@ -1,6 +1,6 @@
 """Batched load probes on the GPU: one launch loads many boxes of one map and returns their raw shared memory.
 
-`run_load_probe` runs cu/load_probe.cu; `check_loads` compares the images with drvtma.oracle byte for byte and
+`run_load_probe` runs cu/tma/load_probe.cu; `check_loads` compares the images with drvtma.tma.oracle byte for byte and
 reports the spec, the coordinates and the first mismatching bytes. One cubin serves every spec and rank.
 """
 

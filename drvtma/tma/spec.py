@@ -251,7 +251,7 @@ class TensorMapSpec:
     def replace(self, **changes) -> TensorMapSpec:
         return dataclasses.replace(self, **changes)
 
-    # ---- geometry (shared with drvtma.oracle)
+    # ---- geometry (shared with drvtma.tma.oracle)
     @property
     def rank(self) -> int:
         return len(self.shape)

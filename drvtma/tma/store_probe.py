@@ -12,7 +12,7 @@ from .rules import round_up
 from .stores import (CHUNK_BYTES, OP_CODES, STORE, SWIZZLE_PERIOD, StoreCase, apply_store, check_bulk_store,
                      check_case, random_values, smem_from_box)
 
-# Mirrors struct StoreJob / BulkStoreJob in cu/store_probe.cu.
+# Mirrors struct StoreJob / BulkStoreJob in cu/tma/store_probe.cu.
 STORE_JOB_DTYPE = np.dtype([("image_offset", "<i8"), ("image_bytes", "<u4"), ("smem_offset", "<u4"),
                             ("rank", "<i4"), ("op", "<i4"), ("coords", "<i4", (5,)), ("pad", "<i4")])
 BULK_JOB_DTYPE = np.dtype([("src_offset", "<i8"), ("dst_offset", "<i8"), ("bytes", "<u4"), ("pad", "<u4")])

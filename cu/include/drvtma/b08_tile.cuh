@@ -9,7 +9,7 @@
 #ifndef B08_THREADS
 #define B08_THREADS 256
 #endif
-// How the ring kernels (cu/pipelines.cu) share a tile among consumers: 0 = every consumer thread takes a few
+// How the ring kernels (cu/b08/pipelines.cu) share a tile among consumers: 0 = every consumer thread takes a few
 // elements of every tile (as the article's kernels do); 1 = one warp consumes a whole tile (32 elements a lane),
 // so a warp pays the per-tile protocol (wait, reductions, release) once per tile it owns instead of once per tile.
 #ifndef B08_WARP_TILES

@@ -1,0 +1,98 @@
+"""The layout stays true: rooms import only the rooms docs/CONTRACT.md allows, no module grows past 450 lines, the
+public API of the top level keeps working, and every room ships its kernels."""
+
+import doctest
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import drvtma
+import layering
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = Path(drvtma.__file__).resolve().parent
+MAX_LINES = 450
+
+
+def test_checker_catches_a_forbidden_import(tmp_path):
+    """The checker on a small fake tree: an import down the layers passes, one up them (even in a function) fails."""
+    files = {"pkg/__init__.py": "from .high import b\n", "pkg/errors.py": "", "pkg/low/__init__.py": "",
+             "pkg/low/a.py": "from ..errors import E\nimport pkg.low.a\n", "pkg/high/__init__.py": "",
+             "pkg/high/b.py": "from ..low import a\nfrom pkg.errors import E\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    layers = {"errors": set(), "low": {"errors"}, "high": {"errors", "low"}}
+    assert layering.violations(tmp_path / "pkg", layers) == []
+    (tmp_path / "pkg/low/c.py").write_text("def late():\n    from ..high import b\n")
+    (tmp_path / "pkg/low/d.py").write_text("from pkg import high\n")
+    (tmp_path / "pkg/extra").mkdir()
+    (tmp_path / "pkg/extra/e.py").write_text("")
+    found = [str(v) for v in layering.violations(tmp_path / "pkg", layers)]
+    assert found == ["pkg/extra/e.py:0 imports (not in the layers table): room extra may import only nothing",
+                     "pkg/low/c.py:2 imports pkg.high: room low may import only errors",
+                     "pkg/low/d.py:1 imports pkg.high: room low may import only errors"]
+
+
+def test_checker_docstring_example():
+    assert doctest.testmod(layering).failed == 0
+
+
+def test_rooms_import_only_what_the_contract_allows():
+    layers = layering.read_layers(ROOT / "docs" / "CONTRACT.md")
+    assert {"errors", "runtime", "tma", "b08", "testing", "cli"} <= set(layers)
+    assert layers["runtime"] == {"errors"}, "runtime must know nothing of tensor maps"
+    found = layering.violations(PACKAGE, layers)
+    assert not found, "\n".join(map(str, found))
+
+
+def test_every_room_is_in_the_contract_and_packaged():
+    layers = layering.read_layers(ROOT / "docs" / "CONTRACT.md")
+    rooms = {p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "cu"}
+    assert rooms <= set(layers), f"rooms missing from CONTRACT.md's layers: {rooms - set(layers)}"
+    packages = (ROOT / "pyproject.toml").read_text()
+    for room in rooms:
+        assert f'"drvtma.{room}"' in packages, f"drvtma.{room} is not listed in pyproject.toml's packages"
+
+
+@pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "drvtma").rglob("*.py")))
+def test_no_module_above_450_lines(path):
+    lines = len((ROOT / path).read_text().splitlines())
+    assert lines <= MAX_LINES, f"{path} has {lines} lines: split it along its seams"
+
+
+def test_public_api_of_the_top_level():
+    """What users import from `drvtma` directly, as the README does, keeps working after the move into rooms."""
+    from drvtma import (BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer,  # noqa: F401
+                        TensorMap, TensorMapError, TensorMapSpec, encode_tiled, load_module)
+
+    assert set(drvtma.__all__) <= set(dir(drvtma))
+
+
+def test_readme_examples_run_unchanged_up_to_the_gpu():
+    """The README's Python blocks, run as written: they must get as far as needing a GPU (or finish on one)."""
+    import re
+
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) >= 2
+    for block in blocks:
+        proc = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        shown = re.search(r"# (\w+Error: \[\w+\])", block)  # an error the README shows on purpose
+        assert (proc.returncode == 0 or "NoGpuError" in proc.stderr
+                or (shown and shown.group(1) in proc.stderr)), proc.stderr[-2000:]
+
+
+def test_an_installed_drvtma_ships_every_kernel_and_header():
+    """pyproject's package data for drvtma.cu (= cu/) covers every kernel and header, so a non-editable install
+    finds them all (`compiler.cu_dir()` looks in drvtma/cu first)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"]["drvtma.cu"] == "cu" and "drvtma.cu" in config["packages"]
+    patterns = config["package-data"]["drvtma.cu"]
+    cu = ROOT / "cu"
+    shipped = {p for pattern in patterns for p in cu.glob(pattern)}
+    needed = {p for p in cu.rglob("*") if p.suffix in (".cu", ".cuh")}
+    assert needed and needed <= shipped, f"not shipped: {sorted(str(p.relative_to(cu)) for p in needed - shipped)}"
