@@ -34,6 +34,15 @@ class LaunchError(DrvtmaError):
     """A kernel launch was refused before reaching the driver (wrong arguments, bad configuration)."""
 
 
+class ClusterError(LaunchError, ValueError):
+    """A cluster launch or a multicast breaks a rule, refused before the driver. ``rule`` names it."""
+
+    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
+        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
+        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
+        super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+
 class TensorMapError(DrvtmaError, ValueError):
     """A tensor-map spec breaks a rule. ``rule`` names it, ``parameter`` is in the user's (NumPy) order."""
 
@@ -53,6 +62,13 @@ class TimedOutWait(NamedTuple):
     parity: int
     where: int  # kernel-chosen call-site id
     since_ns: int  # %globaltimer when the wait began
+    cta_rank: int = 0  # the waiting CTA's rank in its cluster
+    cluster_ctas: int = 1  # CTAs in that cluster (1: not a cluster launch)
+
+    def who(self) -> str:
+        """`block 3`, or `block 3 (cluster rank 1 of 4)` in a cluster launch."""
+        rank = f" (cluster rank {self.cta_rank} of {self.cluster_ctas})" if self.cluster_ctas > 1 else ""
+        return f"block {self.block}{rank}"
 
 
 def _plain_wait(w: TimedOutWait) -> str:
@@ -74,10 +90,11 @@ class BarrierTimeout(DrvtmaError):
         first = self.waits[0] if self.waits else TimedOutWait(-1, -1, -1, -1, -1, -1, 0)
         self.block, self.thread, self.barrier, self.stage = first.block, first.thread, first.barrier, first.stage
         self.parity, self.where = first.parity, first.where
+        self.cta_rank, self.cluster_ctas = first.cta_rank, first.cluster_ctas
         text = f"{kernel}: {count} mbarrier wait(s) timed out"
         if self.waits:
-            text += f"; the first to begin: block {first.block} thread {first.thread}, {describe(first)}"
-            later = [f"block {w.block} {describe(w)} +{(w.since_ns - first.since_ns) / 1e3:.1f} us"
+            text += f"; the first to begin: {first.who()} thread {first.thread}, {describe(first)}"
+            later = [f"{w.who()} {describe(w)} +{(w.since_ns - first.since_ns) / 1e3:.1f} us"
                      for w in self.waits[1:4]]
             if later:
                 text += "; then " + "; ".join(later)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from drvtma import BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer, load_module
+from drvtma.errors import ClusterError
 from drvtma.runtime.driver import call, cu
 from drvtma.tma.spec import TensorMapSpec
 from drvtma.tma.encode import encode_tiled
@@ -107,7 +108,7 @@ def test_expect_tx_too_high_is_a_barrier_timeout_not_a_hang(core):
 def test_launch_errors_surface_as_cuda_errors(core):
     k = core.kernel("scale_add")
     with DeviceBuffer(4096) as buf:
-        with pytest.raises(CudaError, match="cuLaunchKernelEx: CUDA_ERROR"):
+        with pytest.raises(ClusterError, match="cluster_size_portable"):  # refused before the driver now
             k.launch(buf, buf, 1, 1.0, 0.0, grid=16, block=32, cluster=16)  # 16 > 8, the portable cluster limit
         with pytest.raises(LaunchError, match="exceeds the device"):
             k.launch(buf, buf, 1, 1.0, 0.0, grid=1, block=32, shared_mem=1 << 20)

@@ -206,14 +206,21 @@ def floors_command(argv: list[str]) -> int:
     return 0
 
 
-BENCHMARKS = {"roof": roof_command, "floors": floors_command}
+def multicast_command(argv: list[str]) -> int:
+    from ..cluster.bench import multicast_command as run
+
+    return run(argv)
+
+
+BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multicast_command}
 
 
 def bench_command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print("usage: drvtma bench {roof,floors} [options]   (drvtma bench roof --help)\n"
               "  roof    the TMA read modes against the device-to-device copy rate\n"
-              "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch")
+              "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch\n"
+              "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy")
         return 0 if argv else 2
     if argv[0] not in BENCHMARKS:
         print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)

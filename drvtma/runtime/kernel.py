@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import compiler
+from . import cluster_launch, compiler
 from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
 from ..errors import CudaError, LaunchError
 
@@ -51,8 +51,8 @@ class LaunchConfig:
         if shared_mem < 0:
             raise LaunchError(f"shared_mem must be >= 0, got {shared_mem}")
         c = None if cluster is None else _dim3(cluster, "cluster")
-        if c is not None and any(gi % ci for gi, ci in zip(g, c)):
-            raise LaunchError(f"grid {g} is not a multiple of cluster {c}")
+        if c is not None:  # the shape rules; the size limit that depends on the kernel waits for prepare()
+            cluster_launch.check_cluster_shape(g, c, non_portable=True)
         return cls(g, b, int(shared_mem), c)
 
 
@@ -253,13 +253,8 @@ class Kernel:
         lc.blockDimX, lc.blockDimY, lc.blockDimZ = cfg.block
         lc.sharedMemBytes = cfg.shared_mem
         lc.hStream = stream.handle if stream is not None else 0
-        attrs = []
-        if cfg.cluster is not None:
-            attr = cu.CUlaunchAttribute()
-            attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cfg.cluster
-            attrs.append(attr)
-        lc.attrs, lc.numAttrs = attrs, len(attrs)
+        lc.attrs, lc.numAttrs = [], 0
+        cluster_launch.prepare(self, cfg, lc)  # cluster rules, __cluster_dims__, occupancy; sets the attribute
         return lc
 
     def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:

@@ -10,7 +10,7 @@ from ..errors import BarrierTimeout, TimedOutWait
 # Mirrors struct DrvtmaTimeout / DrvtmaStatus; keep the field order identical.
 STATUS_SLOTS = 8  # kStatusSlots
 TIMEOUT_DTYPE = np.dtype([(f, "<u4") for f in ("block", "thread", "barrier", "stage", "parity", "where")]
-                         + [("since_ns", "<u8")])
+                         + [("since_ns", "<u8"), ("cta_rank", "<u4"), ("cluster_ctas", "<u4")])
 STATUS_DTYPE = np.dtype([("timeouts", "<u4"), ("claimed", "<u4"), ("reserved", "<u4", (2,)),
                          ("slot", TIMEOUT_DTYPE, (STATUS_SLOTS,))])
 

@@ -13,6 +13,8 @@ struct DrvtmaTimeout {
     u32 parity;   // parity that was awaited
     u32 where;    // kernel-chosen call-site id
     u64 since_ns; // %globaltimer when the wait began: the earliest-begun wait is the likeliest root cause
+    u32 cta_rank;      // %cluster_ctarank of the waiting CTA (0 outside a cluster launch)
+    u32 cluster_ctas;  // %cluster_nctarank: CTAs in its cluster (1 outside a cluster launch)
 };
 
 struct DrvtmaStatus {
@@ -28,7 +30,9 @@ __device__ __noinline__ void drvtma_report_timeout(DrvtmaStatus* st, u32 barrier
     atomicAdd(&st->timeouts, 1u);
     const u32 i = atomicAdd(&st->claimed, 1u);
     if (i < kStatusSlots) {
-        st->slot[i] = DrvtmaTimeout{linear_block_id(), threadIdx.x, barrier, stage, parity, where, since_ns};
+        u32 rank, ctas;
+        asm volatile("mov.u32 %0, %%cluster_ctarank;\n\tmov.u32 %1, %%cluster_nctarank;" : "=r"(rank), "=r"(ctas));
+        st->slot[i] = DrvtmaTimeout{linear_block_id(), threadIdx.x, barrier, stage, parity, where, since_ns, rank, ctas};
     }
     __threadfence();
 }
