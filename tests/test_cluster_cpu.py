@@ -207,8 +207,10 @@ def test_identity_kernel_uses_cluster_barriers_and_remote_arrives():
     assert ops["UCGABAR_ARV"] >= 1 and ops["SYNCS.ARRIVE.TRANS64.RED.A1T0"] >= 1, sorted(ops)
 
 
-def test_bench_kernel_has_both_load_kinds():
-    ops = _ops("cluster/multicast_bench.cu", "multicast_bench")
+@pytest.mark.parametrize("stages", [2, 4, 8])
+def test_bench_kernel_has_both_load_kinds(stages):
+    cubin = compiler.compile_cubin("cluster/multicast_bench.cu", defines={"DRVTMA_MC_STAGES": stages})
+    ops = sass.instructions(cubin, "multicast_bench")
     assert ops["UTMALDG.2D.MULTICAST"] >= 1 and ops["UTMALDG.2D"] >= 1, sorted(ops)
 
 

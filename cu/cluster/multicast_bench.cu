@@ -1,4 +1,4 @@
-// When does multicast pay: the k CTAs of a cluster all read the same sequence of tiles (a 2-stage ring), either
+// When does multicast pay: the k CTAs of a cluster all read the same sequence of tiles (a kStages ring), either
 // with one multicast per tile (CTA r loads slice r of every tile for the whole cluster: each tile leaves L2 once per
 // cluster) or each CTA loading every slice itself (k copies). Every CTA sums every word it receives, so the host can
 // check that each CTA saw every tile, and the stage cannot be reused before its words were read.
@@ -8,7 +8,10 @@
 #include <drvtma/tma.cuh>
 #include <drvtma/cluster.cuh>
 
-constexpr int kStages = 2;
+#ifndef DRVTMA_MC_STAGES
+#define DRVTMA_MC_STAGES 2  // ring depth (drvtma bench multicast --stages)
+#endif
+constexpr int kStages = DRVTMA_MC_STAGES;
 
 extern "C" __global__ void multicast_bench(const __grid_constant__ CUtensorMap map,  // box: one slice
                                            u32 tiles,           // per cluster

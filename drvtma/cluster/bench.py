@@ -1,7 +1,7 @@
 """`drvtma bench multicast`: when does TMA multicast pay (cu/cluster/multicast_bench.cu).
 
 For k = 1, 2, 4, 8 CTAs per cluster and several tile sizes, the k CTAs of each cluster read the same tiles through a
-2-stage ring, either with one multicast per slice (each tile leaves L2 once per cluster) or each loading its own
+ring of `stages` stages (default 2), either with one multicast per slice (each tile leaves L2 once per cluster) or each loading its own
 copy. Every run is verified first (each CTA's sum of all words it received against NumPy), then timed with events
 behind a stream hold. Reported: time, the rate bytes land in shared memory (k copies of every tile) and the rate
 tiles leave L2 or HBM (once per cluster with multicast, k times without), and multicast's speedup.
@@ -19,6 +19,7 @@ ROW_BYTES = ROW_WORDS * 4
 THREADS = 128
 DEFAULT_KS = (1, 2, 4, 8)
 DEFAULT_TILE_KIB = (4, 16, 32)
+DEFAULT_STAGES = 2
 PAYS_MARGIN = 1.05  # multicast "pays" from the first k where it is at least 5% faster
 
 
@@ -45,6 +46,7 @@ class BenchResult:
     points: list
     ctas: int
     tensor_bytes: int
+    stages: int = DEFAULT_STAGES
 
     def _pairs(self):
         own = {(p.k, p.tile_bytes): p for p in self.points if p.mode == "own"}
@@ -75,7 +77,7 @@ class BenchResult:
         pays = ", ".join(f"{t // 1024} KiB tiles: {'k = ' + str(k) if k else 'never'}"
                          for t, k in self.pays_from().items())
         return (tabulate(self.rows(), headers=self.HEADERS, tablefmt="github") +
-                f"\n\n{self.ctas} CTAs per launch, {THREADS} threads each, 2 stages; tensor {self.tensor_bytes >> 20} "
+                f"\n\n{self.ctas} CTAs per launch, {THREADS} threads each, {self.stages} stages; tensor {self.tensor_bytes >> 20} "
                 f"MiB of uint32.\nmulticast pays (>= {PAYS_MARGIN:.2f}x) from: {pays}")
 
     def csv_text(self) -> str:
@@ -93,9 +95,9 @@ def expected_checksums(data: np.ndarray, clusters: int, k: int, tiles: int, tile
     return np.repeat(per_cluster, k)
 
 
-def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, ctas: int | None = None,
-                        tensor_mib: int = 128, launch_mib: int = 256, runs: int = 7, warmups: int = 2,
-                        seed: int = 13, progress=None) -> BenchResult:
+def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, stages: int = DEFAULT_STAGES,
+                        ctas: int | None = None, tensor_mib: int = 128, launch_mib: int = 256, runs: int = 7,
+                        warmups: int = 2, seed: int = 13, progress=None) -> BenchResult:
     from ..errors import DrvtmaError
     from ..runtime.driver import DeviceBuffer, device_properties
     from ..runtime.kernel import load_module
@@ -108,7 +110,9 @@ def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, ctas: int |
         ctas = 2 * device_properties().sm_count // 8 * 8  # two per SM, a multiple of every k
     rows = (tensor_mib << 20) // ROW_BYTES
     data = np.random.default_rng(seed).integers(0, 1 << 32, rows * ROW_WORDS, dtype=np.uint32)
-    kernel = load_module(SOURCE).kernel("multicast_bench")
+    if not 1 <= stages <= 8:
+        raise DrvtmaError(f"multicast bench: stages must be 1..8, got {stages}")
+    kernel = load_module(SOURCE, defines={"DRVTMA_MC_STAGES": stages}).kernel("multicast_bench")
     points = []
     with DeviceBuffer.from_array(data) as buf, DeviceBuffer(4 * ctas) as sums, StatusBuffer() as status:
         for tile in tile_kib:
@@ -126,7 +130,7 @@ def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, ctas: int |
                 for mode in ("own", "multicast"):
                     def launch(mode=mode):
                         kernel.launch(tmap, tiles, slice_rows, slice_rows * ROW_BYTES, rows, int(mode == "multicast"),
-                                      sums, status, grid=ctas, block=THREADS, shared_mem=2 * tile_bytes + 1024,
+                                      sums, status, grid=ctas, block=THREADS, shared_mem=stages * tile_bytes + 1024,
                                       cluster=k)
                     sums.fill_u32(0)
                     status.reset()
@@ -144,7 +148,7 @@ def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, ctas: int |
                     points.append(BenchPoint(k, tile_bytes, mode, t.median, smem, l2))
                     if progress is not None:
                         print(f"multicast bench: tile {tile} KiB k={k} {mode}: {t.median * 1e3:.1f} us", file=progress)
-    return BenchResult(points, ctas, rows * ROW_BYTES)
+    return BenchResult(points, ctas, rows * ROW_BYTES, stages)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -162,12 +166,14 @@ def multicast_command(argv: list[str]) -> int:
                                             "each CTA loading its own copy; every run verified, then timed.")
     p.add_argument("--ks", type=_ints, default=DEFAULT_KS, help="CTAs per cluster (default 1,2,4,8)")
     p.add_argument("--tile-kib", type=_ints, default=DEFAULT_TILE_KIB, help="tile sizes in KiB (default 4,16,32)")
+    p.add_argument("--stages", type=int, default=DEFAULT_STAGES, help="ring depth (default 2; smem = stages x tile)")
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--warmups", type=int, default=2)
     p.add_argument("--out", help="directory for multicast.csv and multicast.md")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    result = run_multicast_bench(ks=args.ks, tile_kib=args.tile_kib, runs=args.runs, warmups=args.warmups,
+    result = run_multicast_bench(ks=args.ks, tile_kib=args.tile_kib, stages=args.stages, runs=args.runs,
+                                 warmups=args.warmups,
                                  progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
