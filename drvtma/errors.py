@@ -52,6 +52,15 @@ class TensorMapError(DrvtmaError, ValueError):
         super().__init__(f"{text}; fix: {fix}" if fix else text)
 
 
+class WgmmaError(DrvtmaError, ValueError):
+    """A wgmma descriptor, shape or operand breaks a rule. ``rule`` names it; same shape as TensorMapError."""
+
+    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
+        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
+        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
+        super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+
 class TimedOutWait(NamedTuple):
     """One bounded wait that ran out of time, as the kernel recorded it (struct DrvtmaTimeout)."""
 
