@@ -212,7 +212,14 @@ def multicast_command(argv: list[str]) -> int:
     return run(argv)
 
 
-BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multicast_command}
+def descriptors_command(argv: list[str]) -> int:
+    from ..tma.descriptor_bench import descriptors_command as run
+
+    return run(argv)
+
+
+BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multicast_command,
+              "descriptors": descriptors_command}
 
 
 def bench_command(argv: list[str]) -> int:
@@ -220,7 +227,8 @@ def bench_command(argv: list[str]) -> int:
         print("usage: drvtma bench {roof,floors} [options]   (drvtma bench roof --help)\n"
               "  roof    the TMA read modes against the device-to-device copy rate\n"
               "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch\n"
-              "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy")
+              "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy\n"
+              "  descriptors  a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse")
         return 0 if argv else 2
     if argv[0] not in BENCHMARKS:
         print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)

@@ -15,6 +15,7 @@ COMMANDS = {
     "wgmma": ("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
     "compile": ("drvtma.cli.main", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
     "info": ("drvtma.cli.main", "info_command", "versions, device and driver"),
+    "decode": ("drvtma.cli.decode", "decode_command", "decode a tensor map's 128 bytes (hex) into its spec and address"),
 }
 
 

@@ -1,0 +1,233 @@
+"""Read the 128 bytes of a tiled sm_90 CUtensorMap back into a TensorMapSpec and its global address.
+
+The layout (docs/tensormap.md, "The 128 bytes") was found by encoding maps that differ in one parameter at a time
+with the H200's driver (580, CUDA 13.0) and is checked against a corpus of driver-encoded maps
+(tests/data/tensormap_corpus.json.gz); it agrees with the bit operations ptxas emits for `tensormap.replace`.
+Bits are numbered across the map as a little-endian 1024-bit integer. Dims, boxes and element strides hold
+value - 1; strides hold bytes >> 4 in a 32-bit low part plus a 4-bit high part; the element type is PTX's own code
+(not CUtensorMapDataType) with a separate tf32 flag. Two words the driver derives (the box's bytes and a swizzle
+marker) are not needed to decode and are not rewritten by `tensormap.replace`; `fields()` reports them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from dataclasses import dataclass, field
+
+from ..errors import TensorMapError
+from .dtypes import FLOAT32, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ
+from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
+from .spec import MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
+
+# (bit offset, width) of each field; per-dimension fields list one entry per TMA dimension (fastest first).
+ADDRESS = (0, 64)
+RANK = (68, 3)  # rank - 1
+ELEMTYPE = (71, 4)  # PTX code 0..10 (tf32 types: f32 / f32.ftz plus TF32_FLAG)
+INTERLEAVE = (75, 2)
+SWIZZLE = (77, 2)
+OOB_FILL = (79, 1)
+TF32_FLAG = (80, 1)  # loads round to tf32
+L2_PROMOTION = (81, 2)
+SMALL_TENSOR_BIT = (85, 1)  # Blackwell's small-tensor bit (CUTLASS and Triton clear it); 0 in every sm_90 map seen
+SWIZZLE_ATOMICITY_BIT = (86, 1)  # cleared by tensormap.replace.swizzle_mode; 0 in every sm_90 map seen
+STRIDE_LOW = tuple((96 + 32 * k, 32) for k in range(4))  # dims 1..4: (bytes >> 4) & 0xFFFFFFFF
+STRIDE_HIGH = tuple((224 + 4 * k, 4) for k in range(4))  # dims 1..4: bytes >> 36
+GLOBAL_DIM = tuple((256 + 32 * k, 32) for k in range(5))
+ELEMENT_STRIDE = tuple((416 + 3 * k, 3) for k in range(5))
+BOX_DIM = tuple((440 + 8 * k, 8) for k in range(5))
+DERIVED_BOX_BYTES = (512, 32)  # driver: prod(floor(box / element stride)) * element size
+DERIVED_SWIZZLE = (576, 64)  # driver: 0x10 without swizzle, 0x100 / 0x200 / 0x400 for 32 / 64 / 128 B
+SWIZZLE_MARKER = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
+
+_ALL_FIELDS = [ADDRESS, RANK, ELEMTYPE, INTERLEAVE, SWIZZLE, OOB_FILL, TF32_FLAG, L2_PROMOTION, SMALL_TENSOR_BIT,
+               SWIZZLE_ATOMICITY_BIT, *STRIDE_LOW, *STRIDE_HIGH, *GLOBAL_DIM, *ELEMENT_STRIDE, *BOX_DIM,
+               DERIVED_BOX_BYTES, DERIVED_SWIZZLE]
+KNOWN_BITS = 0
+for _off, _width in _ALL_FIELDS:
+    KNOWN_BITS |= ((1 << _width) - 1) << _off
+
+
+def get(value: int, where: tuple[int, int]) -> int:
+    off, width = where
+    return (value >> off) & ((1 << width) - 1)
+
+
+def put(value: int, where: tuple[int, int], x: int) -> int:
+    """`value` with the field at `where` set to the low bits of x (as the hardware's bitfield insert does)."""
+    off, width = where
+    mask = ((1 << width) - 1) << off
+    return (value & ~mask) | ((int(x) << off) & mask)
+
+
+def map_bytes(obj) -> bytes:
+    """The 128 bytes of a TensorMap, a cuda.core TensorMapDescriptor, a cuda-python CUtensorMap, or bytes/hex."""
+    if isinstance(obj, str):
+        raw = bytes.fromhex(obj.strip().removeprefix("0x").replace(" ", "").replace("_", ""))
+    elif isinstance(obj, (bytes, bytearray, memoryview)):
+        raw = bytes(obj)
+    elif hasattr(obj, "to_bytes") and callable(obj.to_bytes) and not isinstance(obj, int):
+        raw = obj.to_bytes()  # drvtma TensorMap
+    elif type(obj).__name__ == "TensorMapDescriptor":
+        raw = _cuda_core_bytes(obj)
+    elif hasattr(obj, "getPtr"):  # cuda.bindings CUtensorMap
+        raw = ctypes.string_at(int(obj.getPtr()), TENSOR_MAP_BYTES)
+    else:
+        try:
+            import numpy as np
+
+            raw = np.asarray(obj, dtype=np.uint8).tobytes()
+        except (TypeError, ValueError):
+            raise TypeError(f"cannot read tensor-map bytes from a {type(obj).__name__}") from None
+    if len(raw) != TENSOR_MAP_BYTES:
+        raise TensorMapError("decode_size", "bytes", len(raw), f"give exactly {TENSOR_MAP_BYTES} bytes "
+                             f"({2 * TENSOR_MAP_BYTES} hex digits)")
+    return raw
+
+
+def _cuda_core_bytes(desc) -> bytes:
+    """cuda.core keeps the map inside the descriptor; its kernel-argument holder exposes where (no GPU needed)."""
+    import importlib
+
+    for name in ("cuda.core._kernel_arg_handler", "cuda.core.cu13._kernel_arg_handler",
+                 "cuda.core.cu12._kernel_arg_handler", "cuda.core.experimental._kernel_arg_handler"):
+        try:
+            holder_type = importlib.import_module(name).ParamHolder
+        except (ImportError, AttributeError):
+            continue
+        holder = holder_type([desc])
+        address = ctypes.c_void_p.from_address(holder.ptr).value
+        return ctypes.string_at(address, TENSOR_MAP_BYTES)
+    raise TypeError("this cuda.core has no ParamHolder to read a TensorMapDescriptor's bytes from")
+
+
+@dataclass(frozen=True)
+class MapFields:
+    """Every field of a tiled map as stored (TMA order, fastest first), before any interpretation."""
+
+    address: int
+    rank_code: int
+    elemtype_code: int
+    tf32: bool
+    interleave: int
+    swizzle: int
+    oob_fill: int
+    l2_promotion: int
+    small_tensor_bit: int
+    swizzle_atomicity_bit: int
+    global_dim: tuple[int, ...]  # all 5 slots, actual values
+    global_strides: tuple[int, ...]  # dims 1..4, bytes
+    element_strides: tuple[int, ...]
+    box_dim: tuple[int, ...]
+    derived_box_bytes: int
+    derived_swizzle: int
+    unknown_bits: int  # bits outside every known field (nonzero: not a map this decoder understands)
+    notes: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def rank(self) -> int:
+        return self.rank_code + 1
+
+
+def fields(obj) -> MapFields:
+    """All stored fields of a map (see `MapFields`); `decode` turns them into a spec."""
+    v = int.from_bytes(map_bytes(obj), "little")
+    strides = tuple(((get(v, STRIDE_HIGH[k]) << 32) | get(v, STRIDE_LOW[k])) << 4 for k in range(4))
+    return MapFields(
+        address=get(v, ADDRESS), rank_code=get(v, RANK), elemtype_code=get(v, ELEMTYPE), tf32=bool(get(v, TF32_FLAG)),
+        interleave=get(v, INTERLEAVE), swizzle=get(v, SWIZZLE), oob_fill=get(v, OOB_FILL),
+        l2_promotion=get(v, L2_PROMOTION), small_tensor_bit=get(v, SMALL_TENSOR_BIT),
+        swizzle_atomicity_bit=get(v, SWIZZLE_ATOMICITY_BIT),
+        global_dim=tuple(get(v, f) + 1 for f in GLOBAL_DIM), global_strides=strides,
+        element_strides=tuple(get(v, f) + 1 for f in ELEMENT_STRIDE), box_dim=tuple(get(v, f) + 1 for f in BOX_DIM),
+        derived_box_bytes=get(v, DERIVED_BOX_BYTES), derived_swizzle=get(v, DERIVED_SWIZZLE),
+        unknown_bits=v & ~KNOWN_BITS)
+
+
+def _dtype(f: MapFields):
+    base = DTYPE_OF_PTX_ELEMTYPE.get(f.elemtype_code)
+    if base is None or f.elemtype_code > 10:
+        raise TensorMapError("decode_elemtype", "element type", f.elemtype_code,
+                             "a map stores PTX codes 0..10 (tf32 types as f32 / f32.ftz plus the tf32 flag)",
+                             "no sm_90 element type has this code")
+    if not f.tf32:
+        return base
+    tf32 = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}.get(base)
+    if tf32 is None:
+        raise TensorMapError("decode_elemtype", "tf32 flag", f"{base.name} + tf32",
+                             "set the element type to f32 or f32.ftz, or clear the tf32 flag",
+                             "the tf32 rounding flag is set on a type the driver never pairs it with "
+                             "(tensormap.replace.elemtype 0..10 leaves the flag as it was)")
+    return tf32
+
+
+def _enum(value: int, enum):
+    try:
+        return enum(value)
+    except ValueError:
+        return value
+
+
+def decode(obj) -> tuple[TensorMapSpec, int]:
+    """(spec, address) of a tiled sm_90 map: bytes (or hex), a drvtma TensorMap, a cuda.core TensorMapDescriptor.
+
+    The spec is in NumPy order with ``base_address`` set; it is not validated (`rules.validate_all` says what it
+    breaks). Raises TensorMapError (rule ``decode_*``) for bytes no tiled sm_90 map holds.
+    """
+    f = fields(obj)
+    if f.unknown_bits:
+        bits = [i for i in range(1024) if (f.unknown_bits >> i) & 1]
+        raise TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode tiled sm_90 maps only",
+                             "bits outside every field the sm_90 driver writes are set (an im2col or sm_100 map, or "
+                             "not a tensor map)")
+    r = f.rank
+    if r > MAX_RANK:
+        raise TensorMapError("decode_rank", "rank", r, "a map has rank 1..5", f"the rank field holds {f.rank_code}")
+    dt = _dtype(f)
+    strides = (dt.itemsize,) + f.global_strides[:r - 1]  # TMA order, dim 0 is the element itself
+    spec = TensorMapSpec(dt, tuple(reversed(f.global_dim[:r])), tuple(reversed(strides)),
+                         tuple(reversed(f.box_dim[:r])), tuple(reversed(f.element_strides[:r])),
+                         _enum(f.interleave, Interleave), _enum(f.swizzle, Swizzle),
+                         _enum(f.l2_promotion, L2Promotion), _enum(f.oob_fill, OobFill), f.address)
+    return spec, f.address
+
+
+def derived_words(spec: TensorMapSpec) -> tuple[int, int]:
+    """What the driver writes in the two derived words for this spec (box bytes, swizzle marker)."""
+    p = spec.tma_params()
+    box_bytes = math.prod(b // e for b, e in zip(p.box_dim, p.element_strides)) * spec.itemsize
+    return box_bytes, SWIZZLE_MARKER.get(spec.swizzle, 0)
+
+
+def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
+    """The bytes the driver writes for a valid spec, computed on the host (the decoder's inverse; no driver call).
+
+    Rank 1 stores no stride (the dummy stride drvtma passes the driver is dropped)."""
+    address = spec.base_address if address is None else address
+    p = spec.tma_params()
+    dt = spec.dtype
+    v = put(0, ADDRESS, address)
+    v = put(v, RANK, p.rank - 1)
+    v = put(v, ELEMTYPE, PTX_ELEMTYPE[{TFLOAT32: FLOAT32, TFLOAT32_FTZ: FLOAT32_FTZ}.get(dt, dt)])
+    v = put(v, TF32_FLAG, int(dt in (TFLOAT32, TFLOAT32_FTZ)))
+    v = put(v, INTERLEAVE, p.interleave)
+    v = put(v, SWIZZLE, p.swizzle)
+    v = put(v, OOB_FILL, p.oob_fill)
+    v = put(v, L2_PROMOTION, p.l2_promotion)
+    for k, s in enumerate(p.global_strides[:p.rank - 1]):
+        v = put(v, STRIDE_LOW[k], (s >> 4) & 0xFFFFFFFF)
+        v = put(v, STRIDE_HIGH[k], s >> 36)
+    for k in range(p.rank):
+        v = put(v, GLOBAL_DIM[k], p.global_dim[k] - 1)
+        v = put(v, ELEMENT_STRIDE[k], p.element_strides[k] - 1)
+        v = put(v, BOX_DIM[k], p.box_dim[k] - 1)
+    box_bytes, marker = derived_words(spec)
+    v = put(v, DERIVED_BOX_BYTES, box_bytes)
+    v = put(v, DERIVED_SWIZZLE, marker)
+    return v.to_bytes(TENSOR_MAP_BYTES, "little")
+
+
+def same_map(a: TensorMapSpec, b: TensorMapSpec) -> bool:
+    """Whether two specs make the same map: what the driver receives, and the address (drvtma's allow_* flags and
+    the innermost stride, which the driver never sees, do not count)."""
+    return a.dtype == b.dtype and a.tma_params() == b.tma_params() and a.base_address == b.base_address
