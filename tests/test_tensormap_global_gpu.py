@@ -143,6 +143,9 @@ def test_cuda_core_descriptors_decode_to_the_spec_asked_for(pool):
 TRITON_CHILD = r"""
 import ctypes, json, sys
 job = json.loads(sys.argv[1])
+from cuda.bindings import driver as cu  # encoding needs a current context
+cu.cuInit(0)
+cu.cuCtxSetCurrent(cu.cuDevicePrimaryCtxRetain(cu.cuDeviceGet(0)[1])[1])
 from triton.backends.nvidia.driver import CudaUtils
 utils = CudaUtils()
 fill = getattr(utils, "fill_tma_descriptor_tiled", None) or utils.fill_tma_descriptor  # 3.6: the latter
