@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import TensorMapError
 from .dtypes import FLOAT32, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ
@@ -122,7 +122,6 @@ class MapFields:
     derived_box_bytes: int
     derived_swizzle: int
     unknown_bits: int  # bits outside every known field (nonzero: not a map this decoder understands)
-    notes: list[str] = field(default_factory=list, compare=False)
 
     @property
     def rank(self) -> int:
