@@ -333,12 +333,12 @@ def test_case_struct_mirrors_the_kernel():
 
 def test_generated_wrappers_are_up_to_date():
     assert subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_wgmma_ops.py"), "--check"]).returncode == 0
-    from drvtma.wgmma.probe import _probe_ns
+    from drvtma.wgmma.probe import PROBE_NS
 
     gen = (ROOT / "scripts" / "gen_wgmma_ops.py").read_text()
-    assert f"PROBE_NS = {_probe_ns()}" in gen
+    assert f"PROBE_NS = {PROBE_NS}" in gen
     kernels = (ROOT / "cu" / "wgmma" / "wgmma_probe.cu").read_text()
-    assert [int(v) for v in __import__("re").findall(r"^WG_KERNEL\((\d+)\)", kernels, flags=8)] == list(_probe_ns())
+    assert [int(v) for v in __import__("re").findall(r"^WG_KERNEL\((\d+)\)", kernels, flags=8)] == list(PROBE_NS)
 
 
 # ---- the kernels compile; SASS shows the tensor-core and TMA instructions

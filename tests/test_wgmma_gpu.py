@@ -20,7 +20,7 @@ from drvtma.wgmma import oracle
 from drvtma.wgmma.descriptor import SmemDescriptor, WgmmaSwizzle
 from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, E5M2, F16, TF32
 from drvtma.errors import WgmmaError
-from drvtma.wgmma.probe import ProbeGroup, WgmmaProbe, _probe_ns, check_case, predict, predict_case
+from drvtma.wgmma.probe import PROBE_NS, ProbeGroup, WgmmaProbe, check_case, predict, predict_case
 
 pytestmark = pytest.mark.gpu
 
@@ -99,7 +99,7 @@ def test_wgmma_fuzz(probe):
     g_index = 0
     while total < FUZZ_CASES:
         t = ALL_TYPES[g_index % len(ALL_TYPES)]
-        n_choices = [v for v in _probe_ns() if v in t.ns]
+        n_choices = [v for v in PROBE_NS if v in t.ns]
         n = n_choices[(g_index // len(ALL_TYPES)) % len(n_choices)]
         g_index += 1
         group = wc.random_group(rng, t, n=n, cases=CASES_PER_LAUNCH, wrong_fraction=0.22)

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import oracle
-from .descriptor import SmemDescriptor, WgmmaSwizzle, from_tma_swizzle
+from .descriptor import SmemDescriptor, WgmmaSwizzle
 from .dtypes import K_BYTES, M, WgmmaType, wgmma_type
 from .layout import descriptor_for
-from .probe import Box, ProbeCase, ProbeGroup, _probe_ns
+from .probe import PROBE_NS, Box, ProbeCase, ProbeGroup
 from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 
 WRONG_KINDS = ("swizzle_code", "tma_enum", "lbo_sbo_swap", "lbo_plus16", "sbo_plus16", "sbo_minus16",
@@ -159,7 +159,7 @@ def random_group(rng, dtype, *, n: int | None = None, cases: int = 32, wrong_fra
     own data, tile placement, scale-d, and for about `wrong_fraction` of them a deliberately wrong descriptor."""
     t = wgmma_type(dtype)
     cfg = dict(config or {})
-    n = n or int(rng.choice([v for v in _probe_ns() if v in t.ns]))
+    n = n or int(rng.choice([v for v in PROBE_NS if v in t.ns]))
     rs = cfg.get("rs", bool(rng.random() < 0.3))
     majors = ("K", "MN") if t.transposable else ("K",)
     major_a = "K" if rs else cfg.get("major_a", str(rng.choice(majors)))

@@ -22,6 +22,7 @@ from ..tma import oracle as tma_oracle
 from ..tma.spec import TensorMapSpec
 
 PROBE_SOURCE = "wgmma/wgmma_probe.cu"
+PROBE_NS = (8, 16, 24, 32, 48, 80, 128, 256)  # one kernel each; scripts/gen_wgmma_ops.py writes the wrappers
 MAX_STEPS = 8
 MAX_BOXES = 4
 REGION_ALIGN_SLACK = 1024
@@ -197,8 +198,8 @@ class WgmmaProbe:
         from ..runtime.driver import DeviceBuffer
         from ..tma.encode import encode_tiled
 
-        if group.n not in _probe_ns():
-            raise WgmmaError("shape_n", "N", group.n, f"the probe kernels are built for N in {_probe_ns()}")
+        if group.n not in PROBE_NS:
+            raise WgmmaError("shape_n", "N", group.n, f"the probe kernels are built for N in {PROBE_NS}")
         if group.region_bytes % 1024 or group.region_bytes > MAX_REGION_BYTES:
             raise WgmmaError("region_bytes", "background", group.region_bytes,
                              f"use a multiple of 1024 up to {MAX_REGION_BYTES} B")
@@ -249,7 +250,3 @@ class WgmmaProbe:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _probe_ns() -> tuple[int, ...]:
-    return (8, 16, 24, 32, 48, 80, 128, 256)  # scripts/gen_wgmma_ops.py PROBE_NS
