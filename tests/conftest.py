@@ -1,31 +1,23 @@
-"""Shared fixtures: the GPU context (skipped with the driver's own message), hypothesis profiles."""
+"""Shared fixtures come from drvtma's pytest plugin (drvtma/testing/plugin.py): the gpu marker, drvtma_ctx
+(skipped with the driver's own message), tma_probe and the hypothesis profiles. `ctx` is drvtma_ctx by its old name.
+"""
 
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-# Profiles live here and nowhere else. `ci` is the default; DRVTMA_HYPOTHESIS_PROFILE=gpu-long for deeper runs.
-settings.register_profile("ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("gpu-long", deadline=None, max_examples=2000,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.load_profile(os.environ.get("DRVTMA_HYPOTHESIS_PROFILE", "ci"))
+# Loaded here too when the package is not installed (the device machine runs from the tree): same module, one plugin.
+pytest_plugins = ["drvtma.testing.plugin"]
+
+
+def pytest_configure(config):
+    """`ci` is the suite's default profile; DRVTMA_HYPOTHESIS_PROFILE=gpu-long for deeper runs."""
+    from drvtma.testing.plugin import load_profile
+
+    load_profile(os.environ.get("DRVTMA_HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
-def ctx():
-    """The primary context of a Hopper GPU, or a skip that quotes why there is none."""
-    from drvtma import NoGpuError, context, require_hopper
-
-    try:
-        require_hopper()
-    except NoGpuError as exc:
-        pytest.skip(str(exc))
-    return context()
-
-
-@pytest.fixture(autouse=True)
-def _gpu_marker_needs_ctx(request):
-    """A test marked gpu always goes through ctx, so it is skipped (never failed) without a GPU."""
-    if request.node.get_closest_marker("gpu") is not None:
-        request.getfixturevalue("ctx")
+def ctx(drvtma_ctx):
+    """The primary context of a Hopper GPU, or a skip that quotes why there is none (the plugin's drvtma_ctx)."""
+    return drvtma_ctx

@@ -16,6 +16,8 @@ COMMANDS = {
     "compile": ("drvtma.cli.main", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
     "info": ("drvtma.cli.main", "info_command", "versions, device and driver"),
     "decode": ("drvtma.cli.decode", "decode_command", "decode a tensor map's 128 bytes (hex) into its spec and address"),
+    "fuzz": ("drvtma.cli.fuzz", "fuzz_command", "fuzz a TMA operation against its oracle: report, shrunk reproducers"),
+    "repro": ("drvtma.cli.fuzz", "repro_command", "replay a reproducer written by `drvtma fuzz` and print the diff"),
 }
 
 

@@ -44,9 +44,7 @@ class LoadProbe:
             setattr(self, attr, buf)
         return buf
 
-    def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
-            poison: int = 0xA5A5A5A5) -> np.ndarray:
-        """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
+    def _prepare(self, tmap: TensorMap, coords, box_offset: int, image_bytes: int | None):
         spec = tmap.spec
         if spec is None:
             raise ValueError("the probe needs a TensorMap encoded from a TensorMapSpec")
@@ -58,25 +56,62 @@ class LoadProbe:
             raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the box")
         tma_coords = np.zeros((len(c), 5), dtype=np.int32)
         tma_coords[:, :spec.rank] = c[:, ::-1]  # the kernel wants dim 0 first, see tensormap.to_tma_order
-        out = np.empty((len(c), image_bytes), dtype=np.uint8)
+        return spec, tma_coords, image_bytes
+
+    def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int):
+        spec = tmap.spec
+        coords_buf = self._scratch("_coords", chunk.nbytes)
+        images_buf = self._scratch("_images", len(chunk) * image_bytes)
+        coords_buf.upload(chunk)
+        self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
+                           poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
+                           block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
+        return images_buf
+
+    def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
+            poison: int = 0xA5A5A5A5) -> np.ndarray:
+        """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
+        spec, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
+        out = np.empty((len(tma_coords), image_bytes), dtype=np.uint8)
         per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
         self.status.reset()  # timeouts add up over the launches; one check after the last
-        for start in range(0, len(c), per_launch):
+        for start in range(0, len(tma_coords), per_launch):
             chunk = tma_coords[start:start + per_launch]
-            coords_buf = self._scratch("_coords", chunk.nbytes)
-            images_buf = self._scratch("_images", len(chunk) * image_bytes)
-            coords_buf.upload(chunk)
-            self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
-                               poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
-                               block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
+            images_buf = self._launch_chunk(tmap, chunk, box_offset, image_bytes, poison)
             out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
         self.status.check(PROBE_KERNEL)
         return out
+
+    def launch(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
+               poison: int = 0xA5A5A5A5) -> PendingImages:
+        """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once, so the host can compute the
+        oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives. One pending launch at a time:
+        the next launch reuses the scratch buffers."""
+        spec, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
+        if len(tma_coords) * image_bytes > MAX_IMAGES_BYTES:
+            raise ValueError(f"{len(tma_coords)} images of {image_bytes} B exceed one launch "
+                             f"({MAX_IMAGES_BYTES} B): use run()")
+        self.status.reset()
+        images_buf = self._launch_chunk(tmap, tma_coords, box_offset, image_bytes, poison)
+        return PendingImages(self, images_buf, (len(tma_coords), image_bytes))
 
     def close(self) -> None:
         for buf in (self._coords, self._images, self.status):
             if buf is not None:
                 buf.close()
+
+
+class PendingImages:
+    """A launched probe whose images are not downloaded yet (`LoadProbe.launch`)."""
+
+    def __init__(self, probe: LoadProbe, images_buf, shape: tuple[int, int]):
+        self._probe, self._buf, self._shape = probe, images_buf, shape
+
+    def wait(self) -> np.ndarray:
+        """Download the images (a synchronous copy: it waits for the launch) and check the probe's status."""
+        out = self._buf.download(np.uint8, self._shape)
+        self._probe.status.check(PROBE_KERNEL)
+        return out
 
 
 _default_probe: LoadProbe | None = None

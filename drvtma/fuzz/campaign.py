@@ -1,0 +1,207 @@
+"""A fuzz campaign: cases from seeded choosers, checked in batches, counted by label, failures shrunk.
+
+Case i of a campaign with seed S is built from `case_seed(S, i)` alone, and batch b holds cases
+[b * B, (b + 1) * B) for the target's B = cases_per_batch. A shard k of n runs batches k, k + n, k + 2n, ...: no
+two shards draw the same case, and with ``examples`` fixed the merged result equals one process's.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .choosers import RecordingChooser, case_seed
+from .targets import Outcome, Target
+
+LABEL_ORDER = ("dtype", "rank", "swizzle", "fill")
+
+
+@dataclass
+class Failure:
+    """A case that failed, with its recorded choices, and (after `shrink`) the smallest failing case found."""
+
+    index: int | None  # campaign case index; None: replayed from the example database
+    case: object
+    trace: list[int]
+    outcome: Outcome
+    shrunk_case: object = None
+    shrunk_outcome: Outcome | None = None
+    shrink: dict = field(default_factory=dict)  # how shrinking went: calls, seconds, method
+
+
+@dataclass
+class CampaignResult:
+    target: str
+    options: dict
+    seed: int
+    cases: int = 0
+    size: int = 0  # in the target's unit (boxes, specs, cases)
+    mismatches: int = 0
+    seconds: float = 0.0
+    by_label: dict = field(default_factory=dict)  # "dtype=float16" -> [cases, size, mismatches]
+    failures: list[Failure] = field(default_factory=list)
+    timing: dict = field(default_factory=dict)  # seconds in each part of the check, "generate" included
+    batches: list[int] = field(default_factory=list)  # batch indices run (sharding bookkeeping)
+    known_failures: int = 0  # replayed from the database and still failing
+    shards: int = 1
+    devices: list = field(default_factory=list)
+
+    def add(self, target: Target, case, outcome: Outcome) -> None:
+        size = target.size(case)
+        self.cases += 1
+        self.size += size
+        self.mismatches += not outcome.ok
+        for key, value in target.labels(case).items():
+            row = self.by_label.setdefault(f"{key}={value}", [0, 0, 0])
+            row[0] += 1
+            row[1] += size
+            row[2] += not outcome.ok
+
+    @property
+    def per_second(self) -> float:
+        return self.cases / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def size_per_second(self) -> float:
+        return self.size / self.seconds if self.seconds > 0 else 0.0
+
+
+class Progress:
+    """A one-line progress bar on stderr (redrawn on a terminal, a line every few seconds otherwise)."""
+
+    def __init__(self, enabled: bool, total_cases: int | None, seconds: float | None, unit: str, stream=None):
+        self.stream = stream or sys.stderr
+        self.enabled, self.total, self.seconds, self.unit = enabled, total_cases, seconds, unit
+        self.tty = self.enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.start = self.last = time.perf_counter()
+
+    def update(self, result: CampaignResult, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < (0.2 if self.tty else 5.0):
+            return
+        self.last = now
+        elapsed = now - self.start
+        if self.total:
+            done = min(1.0, result.cases / self.total)
+        elif self.seconds:
+            done = min(1.0, elapsed / self.seconds)
+        else:
+            done = 0.0
+        bar = "#" * int(done * 30)
+        rate = result.size / elapsed if elapsed > 0 else 0
+        line = (f"[{bar:<30}] {done * 100:5.1f}% {result.cases:,} cases, {result.size:,} {self.unit} "
+                f"({rate:,.0f}/s), {result.mismatches} mismatch{'es' if result.mismatches != 1 else ''}")
+        self.stream.write(("\r" + line) if self.tty else line + "\n")
+        self.stream.flush()
+
+    def done(self, result: CampaignResult) -> None:
+        self.update(result, force=True)
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+
+
+def build_case(target: Target, options: dict, seed: int, index: int):
+    """Case `index` of the campaign with `seed`, and its recorded choices."""
+    ch = RecordingChooser(case_seed(seed, index))
+    return target.build(ch, options), ch.trace
+
+
+def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int | None = None,
+                 seconds: float | None = None, shard: tuple[int, int] = (0, 1), fake: bool = False,
+                 database=None, shrink: bool = True, max_shrinks: int = 5, shrink_seconds: float = 60.0,
+                 progress: bool = False, session=None) -> CampaignResult:
+    """Run a campaign of `examples` cases (all shards together) or for `seconds` (each shard).
+
+    With a hypothesis `database` (`drvtma.fuzz.shrink.open_database`), its known failures replay first and every
+    shrunk failure is saved there. `session` reuses an open target session (else one is opened and closed).
+    """
+    from . import shrink as shrinking
+
+    if examples is None and seconds is None:
+        examples = 1000
+    k, n = shard
+    result = CampaignResult(target.name, options, int(seed), shards=n)
+    own_session = session is None
+    session = target.session(options, fake=fake) if own_session else session
+    bar = Progress(progress, examples, seconds, target.unit)
+    timing = Counter()
+    try:
+        if database is not None and k == 0:  # one shard replays the database, so merged counts stay exact
+            for failure in shrinking.replay_known(target, options, session, database):
+                result.failures.append(failure)
+                result.known_failures += 1
+        started = time.perf_counter()
+        per = target.cases_per_batch
+        batch = k
+        while True:
+            if examples is not None and batch * per >= examples:
+                break
+            if seconds is not None and time.perf_counter() - started >= seconds:
+                break
+            first = batch * per
+            last = first + per if examples is None else min(first + per, examples)
+            t = time.perf_counter()
+            built = [build_case(target, options, seed, i) for i in range(first, last)]
+            timing["generate"] += time.perf_counter() - t
+            outcomes = session.check([case for case, _ in built])
+            for i, ((case, trace), outcome) in enumerate(zip(built, outcomes)):
+                result.add(target, case, outcome)
+                if not outcome.ok:
+                    result.failures.append(Failure(first + i, case, trace, outcome))
+            result.batches.append(batch)
+            batch += n
+            bar.update(result)
+        result.seconds = time.perf_counter() - started
+        bar.done(result)
+        for key, value in getattr(session, "timing", {}).items():
+            timing[key] += value
+        result.timing = {key: round(value, 4) for key, value in sorted(timing.items())}
+        if shrink:
+            shrinking.shrink_failures(target, options, session, result.failures[:max_shrinks], database,
+                                      seconds=shrink_seconds)
+    finally:
+        if own_session:
+            session.close()
+    return result
+
+
+def merge_results(parts: list[CampaignResult]) -> CampaignResult:
+    """One result from the shards' results (counts summed, failures in case order, seconds of the slowest)."""
+    if not parts:
+        raise ValueError("no shard results to merge")
+    first = parts[0]
+    merged = CampaignResult(first.target, first.options, first.seed, shards=len(parts))
+    timing = Counter()
+    for part in parts:
+        merged.cases += part.cases
+        merged.size += part.size
+        merged.mismatches += part.mismatches
+        merged.known_failures += part.known_failures
+        merged.seconds = max(merged.seconds, part.seconds)
+        merged.batches += part.batches
+        merged.failures += part.failures
+        merged.devices += part.devices
+        for key, row in part.by_label.items():
+            total = merged.by_label.setdefault(key, [0, 0, 0])
+            for j in range(3):
+                total[j] += row[j]
+        for key, value in part.timing.items():
+            timing[key] += value
+    merged.batches.sort()
+    merged.failures.sort(key=lambda f: (-1 if f.index is None else f.index))
+    merged.timing = {key: round(value, 4) for key, value in sorted(timing.items())}
+    return merged
+
+
+def bound_by(timing: dict) -> str:
+    """The part of the check that took the most time (what bounds the campaign's rate)."""
+    parts = {k: v for k, v in timing.items() if k not in ("setup", "image_bytes") and isinstance(v, (int, float))}
+    if not parts:
+        return "unknown"
+    total = sum(parts.values())
+    name, value = max(parts.items(), key=lambda kv: kv[1])
+    return f"{name} ({value / total * 100:.0f}% of the measured time)" if total > 0 else name

@@ -1,0 +1,102 @@
+"""Choosers for fuzz campaigns: fast seeded draws that record what they chose, and hypothesis draws that read the
+same record back, so a case found by a random campaign can be handed to hypothesis' shrinker.
+
+Every target builds its cases through the small Chooser interface of `drvtma.testing` (integer, choice, chance).
+`RecordingChooser` (a campaign) and `HypothesisChooser` (shrinking) turn each call into at most one integer
+choice, the same one: a trivial call (one option, lo == hi) draws nothing in either. So `trace` of a recorded case
+is the hypothesis choice sequence that rebuilds it (`tests/test_fuzz_cpu.py` checks this round trip).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CHANCE_STEPS = 100  # chance(p) is an integer 0..99: the top int(p * 100) values mean True
+_WORDS = 4096
+
+
+class RecordingChooser:
+    """Seeded draws (64-bit words from a NumPy Generator, drawn in blocks) that keep the trace of choices."""
+
+    def __init__(self, seed):
+        self._rng = np.random.default_rng(seed)
+        self._words: list[int] = []
+        self.trace: list[int] = []
+
+    def _refill(self) -> list[int]:
+        self._words = self._rng.integers(0, 1 << 63, _WORDS, dtype=np.int64).tolist()
+        return self._words
+
+    def integer(self, lo: int, hi: int) -> int:
+        if hi <= lo:
+            return lo
+        words = self._words or self._refill()
+        v = lo + words.pop() % (hi - lo + 1)  # a 63-bit word: the modulo bias is below 2^-30 for these ranges
+        self.trace.append(v)
+        return v
+
+    def choice(self, options):
+        options = list(options)
+        return options[self.integer(0, len(options) - 1)]
+
+    def chance(self, p: float) -> bool:
+        words = self._words or self._refill()
+        v = words.pop() % CHANCE_STEPS
+        self.trace.append(v)
+        return v >= CHANCE_STEPS - int(p * CHANCE_STEPS)
+
+    def position(self) -> int:
+        """How many choices so far (targets mark where a part of a case starts, see `Target.focus`)."""
+        return len(self.trace)
+
+
+class HypothesisChooser:
+    """The same calls drawn from hypothesis (`draw` of a composite strategy): shrinks towards small integers,
+    early options and False."""
+
+    def __init__(self, draw):
+        from hypothesis import strategies as st
+
+        self.draw, self.st = draw, st
+
+    def integer(self, lo: int, hi: int) -> int:
+        return lo if hi <= lo else self.draw(self.st.integers(lo, hi))
+
+    def choice(self, options):
+        options = list(options)
+        return options[self.integer(0, len(options) - 1)]
+
+    def chance(self, p: float) -> bool:
+        return self.integer(0, CHANCE_STEPS - 1) >= CHANCE_STEPS - int(p * CHANCE_STEPS)
+
+    def position(self) -> int | None:
+        return None
+
+
+class ChooserGenerator:
+    """The few scalar `numpy.random.Generator` calls `drvtma.tma.stores.random_store_case` makes, answered by a
+    Chooser, so that builder records and shrinks like the others (its data stays with a real Generator)."""
+
+    _FRACTION = 1024
+
+    def __init__(self, chooser):
+        self.ch = chooser
+
+    def integers(self, low, high=None, size=None, dtype=None):
+        if size is not None:
+            raise TypeError("ChooserGenerator draws scalars only")
+        lo, hi = (0, int(low)) if high is None else (int(low), int(high))
+        return self.ch.integer(lo, hi - 1)
+
+    def choice(self, options):
+        return self.ch.choice(list(options))
+
+    def random(self, size=None):
+        if size is not None:
+            raise TypeError("ChooserGenerator draws scalars only")
+        return self.ch.integer(0, self._FRACTION - 1) / self._FRACTION
+
+
+def case_seed(seed: int, index: int) -> np.random.SeedSequence:
+    """The seed of case `index` of a campaign: independent streams, the same whichever shard draws it."""
+    return np.random.SeedSequence([int(seed) & ((1 << 64) - 1), int(index)])

@@ -1,0 +1,124 @@
+"""The `encode` fuzz target: drvtma's validator against the driver's cuTensorMapEncodeTiled.
+
+Specs are valid, singly or doubly broken (`drvtma.testing.build_any_spec`); with ``--spec FILE`` they are the
+user's map with one rule broken at a time, or none. The validator's verdict (`driver_should_accept`) must be the
+driver's: a disagreement is a mismatch. The map's address is a real allocation with the spec's offset and
+alignment, so address rules are what the driver sees.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from ..errors import CudaError
+from ..tma.rules import driver_should_accept, validate_all
+from ..tma.spec import TensorMapSpec
+from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
+from .targets import Outcome, Target
+
+ADDRESS_WINDOW = 1 << 20
+BUFFER_BYTES = 2 * ADDRESS_WINDOW
+
+
+def _label(value) -> str:
+    return getattr(value, "name", str(value)).lower()
+
+
+class EncodeSession:
+    def __init__(self, fake: bool):
+        self.fake = fake
+        self.timing: Counter = Counter()
+        self.buffer = None
+        if not fake:
+            from ..runtime.driver import DeviceBuffer
+
+            self.buffer = DeviceBuffer(BUFFER_BYTES)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        if self.buffer is not None:
+            self.buffer.close()
+            self.buffer = None
+
+    def check(self, specs) -> list[Outcome]:
+        return [self._check_one(spec) for spec in specs]
+
+    def _check_one(self, spec: TensorMapSpec) -> Outcome:
+        from ..tma.encode import encode_unchecked
+
+        t0 = time.perf_counter()
+        errors = validate_all(spec)
+        rules = sorted({e.rule for e in errors})
+        expected = driver_should_accept(errors)
+        t1 = time.perf_counter()
+        if self.fake:
+            accepted, why = expected, ""
+        else:
+            address = self.buffer.ptr + ((spec.base_address or ADDRESS_BASE) - ADDRESS_BASE) % ADDRESS_WINDOW
+            try:
+                encode_unchecked(spec.tma_params(), address)
+                accepted, why = True, ""
+            except CudaError as exc:
+                accepted, why = False, exc.name
+        t2 = time.perf_counter()
+        self.timing["validate"] += t1 - t0
+        self.timing["driver encode"] += t2 - t1
+        want = {"accept": expected, "rules": rules}
+        got = {"accept": accepted, "error": why}
+        if accepted == expected:
+            return Outcome(True, want, got)
+        verdict = lambda a: "accept" if a else "refuse"  # noqa: E731
+        return Outcome(False, want, got, [{"offset": 0, "expected": verdict(expected), "got": verdict(accepted),
+                                           "where": f"rules broken: {', '.join(rules) or 'none'}"}],
+                       f"the driver {'accepted' if accepted else 'refused (' + why + ')'}, the validator expected "
+                       f"it to {verdict(expected)}; rules {rules or ['valid']}")
+
+
+class EncodeTarget(Target):
+    name = "encode"
+    description = "validator (drvtma.tma.rules) vs the driver's cuTensorMapEncodeTiled, valid and broken specs"
+    unit = "specs"
+    cases_per_batch = 64
+
+    def configure(self, spec=None) -> dict:
+        if spec is not None:
+            spec.replace(base_address=ADDRESS_BASE).validate()
+        return {"spec": spec.to_dict() if spec is not None else None}
+
+    def build(self, ch, options: dict) -> TensorMapSpec:
+        user = options.get("spec")
+        for _ in range(100):
+            if user:
+                spec = TensorMapSpec.from_dict(user).replace(base_address=ADDRESS_BASE + 16 * ch.integer(0, 4096))
+                if ch.chance(0.8):
+                    spec = break_rule(ch, spec, ch.choice(applicable_rules(spec)))
+            else:
+                spec = build_any_spec(ch)
+            if not any(e.rule == "rank_mismatch" for e in validate_all(spec)):
+                return spec  # rank mismatches cannot be expressed to the driver (it would read past a list)
+        raise RuntimeError("no spec the driver can be asked about in 100 draws")
+
+    def session(self, options: dict, *, fake: bool = False) -> EncodeSession:
+        return EncodeSession(fake)
+
+    def labels(self, spec: TensorMapSpec) -> dict:
+        return {"dtype": spec.dtype.name, "rank": str(spec.rank), "swizzle": _label(spec.swizzle),
+                "fill": _label(spec.oob_fill)}
+
+    def case_to_json(self, spec: TensorMapSpec) -> dict:
+        return {"spec": spec.to_dict()}
+
+    def case_from_json(self, d: dict, options: dict) -> TensorMapSpec:
+        return TensorMapSpec.from_dict(d["spec"])
+
+    def describe(self, spec: TensorMapSpec) -> str:
+        return spec.describe()
+
+
+ENCODE = EncodeTarget()

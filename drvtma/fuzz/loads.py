@@ -1,0 +1,222 @@
+"""The `loads` fuzz target: tiled loads of random (or the user's) maps on the GPU, byte for byte against the oracle.
+
+A case is one map over a pool of random bytes (the pool comes from the data seed and is uploaded once), many boxes
+at random coordinates, a box offset in shared memory and a poison word. While the GPU loads one case the host
+computes the oracle's images of it (`LoadProbe.launch`), so the two overlap.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..tma import oracle
+from ..tma.spec import TensorMapSpec
+from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
+from .targets import Outcome, Target
+
+DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
+POOL_BYTES = 64 << 20
+MAX_BOXES = 192  # boxes per map: more of them spread the per-launch cost (encode, launch, download)
+DIFF_LIMIT = 16
+IMAGE_HEX_LIMIT = 64 << 10  # images up to this size go into reproducers whole
+
+
+def expected_images(spec, global_bytes, coords, *, box_offset, image_bytes, poison):
+    """What the oracle says the probe writes (a module attribute: planted-bug tests replace it)."""
+    return oracle.load_images(spec, global_bytes, coords, box_offset=box_offset, image_bytes=image_bytes,
+                              poison=poison)
+
+
+@dataclass
+class LoadCase:
+    spec: TensorMapSpec  # base_address unset: the session puts the map `offset` bytes into its pool
+    offset: int
+    coords: np.ndarray  # (boxes, rank), NumPy order
+    box_offset: int
+    poison: int
+    layout: tuple | None = field(default=None, compare=False)  # trace positions: (count, box starts, end)
+
+
+def _spec_from_options(options: dict) -> TensorMapSpec | None:
+    d = options.get("spec")
+    if not d:
+        return None
+    return TensorMapSpec.from_dict({k: v for k, v in d.items() if k != "base_address"})
+
+
+def load_labels(spec: TensorMapSpec) -> dict:
+    return {"dtype": spec.dtype.name, "rank": str(spec.rank),
+            "swizzle": f"{spec.swizzle_span_bytes}B" if spec.swizzle_span_bytes else "none",
+            "fill": spec.oob_fill.name.lower() if hasattr(spec.oob_fill, "name") else str(spec.oob_fill)}
+
+
+def image_differences(spec, box_offset, got, want, limit=DIFF_LIMIT) -> list[dict]:
+    """The first differing bytes of one image, with where they sit in the box."""
+    out = []
+    for pos in np.flatnonzero(got != want)[:limit]:
+        rel = int(pos) - box_offset
+        where = (f"box byte {rel}, row {rel // spec.row_pitch_bytes}, byte {rel % spec.row_pitch_bytes} of the "
+                 "pitch (before swizzle)" if 0 <= rel < spec.smem_bytes else "outside the box footprint")
+        out.append({"offset": int(pos), "expected": f"0x{int(want[pos]):02x}", "got": f"0x{int(got[pos]):02x}",
+                    "where": where})
+    return out
+
+
+def compare_images(case: LoadCase, spec: TensorMapSpec, got: np.ndarray, want: np.ndarray) -> Outcome:
+    bad = np.flatnonzero((got.view(np.uint64) != want.view(np.uint64)).any(axis=1)).tolist()  # 16-byte rows
+    if not bad:
+        return Outcome(True)
+    first = bad[0]
+    small = got.shape[1] <= IMAGE_HEX_LIMIT
+    from ..tma.probe import describe_mismatch
+
+    return Outcome(False, expected=want[first].tobytes().hex() if small else None,
+                   got=got[first].tobytes().hex() if small else None,
+                   differences=image_differences(spec, case.box_offset, got[first], want[first]),
+                   detail=f"{len(bad)} of {len(got)} boxes differ; the first:\n"
+                          + describe_mismatch(spec, case.coords[first], case.box_offset, got[first], want[first]),
+                   bad=bad)
+
+
+class LoadsSession:
+    """The pool (host and device), the probe, and the time spent in each part."""
+
+    def __init__(self, options: dict, fake: bool):
+        self.options, self.fake = options, fake
+        self.timing: Counter = Counter()
+        t = time.perf_counter()
+        self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"],
+                                                                         dtype=np.uint8)
+        self.device = self.probe = None
+        if not fake:
+            from ..runtime.driver import DeviceBuffer
+            from ..tma.probe import LoadProbe
+
+            self.device = DeviceBuffer.from_array(self.host)
+            self.probe = LoadProbe()
+        self.timing["setup"] += time.perf_counter() - t
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        for handle in (self.probe, self.device):
+            if handle is not None:
+                handle.close()
+        self.probe = self.device = None
+
+    def check(self, cases) -> list[Outcome]:
+        return [self._check_one(case) for case in cases]
+
+    def _check_one(self, case: LoadCase) -> Outcome:
+        timing, clock = self.timing, time.perf_counter
+        base = (self.device.ptr if self.device is not None else ADDRESS_BASE) + case.offset
+        spec = case.spec.replace(base_address=base)
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        image_bytes = oracle.image_bytes_for(spec, case.box_offset)
+        t0 = clock()
+        if self.fake:
+            pending = None
+        else:
+            from ..tma.encode import encode_tiled
+
+            pending = self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,
+                                        image_bytes=image_bytes, poison=case.poison)
+        t1 = clock()
+        want = expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
+                               poison=case.poison)
+        t2 = clock()
+        if pending is None:  # the fake device: the true oracle stands in for the GPU
+            got = oracle.load_images(spec, window, case.coords, box_offset=case.box_offset,
+                                     image_bytes=image_bytes, poison=case.poison)
+        else:
+            got = pending.wait()
+        t3 = clock()
+        outcome = compare_images(case, spec, got, want)
+        timing["encode+launch"] += t1 - t0
+        timing["oracle"] += t2 - t1
+        timing["device wait+download"] += t3 - t2
+        timing["compare"] += clock() - t3
+        timing["image_bytes"] += got.nbytes
+        return outcome
+
+
+class LoadsTarget(Target):
+    name = "loads"
+    description = "tiled loads (any dtype, rank, swizzle, fill, element strides) vs the NumPy oracle"
+    unit = "boxes"
+    cases_per_batch = 8
+
+    def configure(self, spec=None, *, data_seed: int = DATA_SEED, max_boxes: int = MAX_BOXES) -> dict:
+        pool = POOL_BYTES
+        if spec is not None:
+            spec.replace(base_address=ADDRESS_BASE).validate()
+            oracle._check_oracle_spec(spec, 0)
+            pool = max(pool, -(-(spec.extent_bytes + (1 << 20)) // (1 << 20)) << 20)
+        return {"spec": spec.to_dict() if spec is not None else None, "data_seed": int(data_seed),
+                "pool_bytes": int(pool), "max_boxes": int(max_boxes)}
+
+    def build(self, ch, options: dict) -> LoadCase:
+        spec = _spec_from_options(options)
+        if spec is None:
+            big = ch.chance(0.05)
+            spec = build_valid_spec(ch, interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
+                                    max_smem_bytes=200 * 1024 if big else ch.choice([2048, 16384, 49152]),
+                                    max_extent_bytes=8 << 20)
+        align = ch.choice([16, 16, 128, 1024])
+        offset = ch.integer(0, (options["pool_bytes"] - spec.extent_bytes - 1024) // align) * align
+        box_offset = 128 * ch.integer(0, 7)
+        poison = ch.integer(0, (1 << 32) - 1)
+        count_at = ch.position()
+        n = ch.integer(1, options["max_boxes"])
+        starts, coords = [], []
+        for _ in range(n):
+            starts.append(ch.position())
+            coords.append(build_coordinates(ch, spec))
+        layout = (count_at, starts, ch.position()) if count_at is not None else None
+        return LoadCase(spec, offset, np.array(coords, dtype=np.int64).reshape(n, spec.rank), box_offset, poison,
+                        layout)
+
+    def focus(self, trace, case: LoadCase, outcome: Outcome):
+        """Only the boxes that differed (at most 4), the count choice set to match."""
+        if case.layout is None or not outcome.bad:
+            return trace
+        count_at, starts, end = case.layout
+        bounds = starts + [end]
+        keep = outcome.bad[:4]
+        boxes = [v for i in keep for v in trace[bounds[i]:bounds[i + 1]]]
+        return trace[:count_at] + [len(keep)] + boxes + trace[end:]
+
+    def session(self, options: dict, *, fake: bool = False) -> LoadsSession:
+        return LoadsSession(options, fake)
+
+    def labels(self, case: LoadCase) -> dict:
+        return load_labels(case.spec)
+
+    def size(self, case: LoadCase) -> int:
+        return len(case.coords)
+
+    def case_to_json(self, case: LoadCase) -> dict:
+        return {"spec": case.spec.to_dict(), "pool_offset": case.offset, "coordinates": case.coords.tolist(),
+                "box_offset": case.box_offset, "poison": f"0x{case.poison:08x}"}
+
+    def case_from_json(self, d: dict, options: dict) -> LoadCase:
+        spec = TensorMapSpec.from_dict({k: v for k, v in d["spec"].items() if k != "base_address"})
+        coords = np.array(d["coordinates"], dtype=np.int64).reshape(-1, spec.rank)
+        return LoadCase(spec, int(d["pool_offset"]), coords, int(d["box_offset"]), int(str(d["poison"]), 0))
+
+    def describe(self, case: LoadCase) -> str:
+        head = ", ".join(str(tuple(int(v) for v in c)) for c in case.coords[:4])
+        more = f" and {len(case.coords) - 4} more" if len(case.coords) > 4 else ""
+        return (f"{len(case.coords)} load(s) at {head}{more} (NumPy order), box offset {case.box_offset}, "
+                f"poison 0x{case.poison:08x}, pool offset {case.offset}\n{case.spec.describe()}")
+
+
+LOADS = LoadsTarget()

@@ -1,0 +1,150 @@
+"""Campaign reports (summary table, Markdown, JSON) and reproducer files (write, read, replay, diff)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from .campaign import LABEL_ORDER, CampaignResult, Failure, bound_by
+from .targets import Outcome
+
+REPRODUCER_FORMAT = 1
+
+
+def summary_rows(result: CampaignResult) -> list[list]:
+    """[label, value, cases, size, mismatches] by dtype, rank, swizzle, fill (then any other label), sorted."""
+    def order(key):
+        name, _, value = key.partition("=")
+        rank = LABEL_ORDER.index(name) if name in LABEL_ORDER else len(LABEL_ORDER)
+        digits = re.match(r"\d+", value)  # 1, 2, .. and 32B, 64B, 128B in numeric order
+        return rank, name, (0, int(digits.group()), value) if digits else (1, 0, value)
+
+    return [[key.partition("=")[0], key.partition("=")[2], *result.by_label[key]]
+            for key in sorted(result.by_label, key=order)]
+
+
+def summary_table(result: CampaignResult, fmt: str = "simple") -> str:
+    from tabulate import tabulate
+
+    unit = _unit(result)
+    rows = summary_rows(result)
+    rows.append(["all", "", result.cases, result.size, result.mismatches])
+    return tabulate(rows, headers=["by", "value", "cases", unit, "mismatches"], tablefmt=fmt,
+                    disable_numparse=True)
+
+
+def _unit(result: CampaignResult) -> str:
+    from .targets import get_target
+
+    try:
+        return get_target(result.target).unit
+    except KeyError:
+        return "size"
+
+
+def headline(result: CampaignResult) -> str:
+    return (f"drvtma fuzz {result.target}: {result.cases:,} cases, {result.size:,} {_unit(result)} in "
+            f"{result.seconds:.1f} s ({result.size_per_second:,.0f} {_unit(result)}/s, {result.per_second:,.0f} "
+            f"cases/s), {result.mismatches} mismatch{'es' if result.mismatches != 1 else ''}, seed {result.seed}"
+            + (f", {result.shards} shards" if result.shards > 1 else ""))
+
+
+def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dict:
+    return {"target": result.target, "seed": result.seed, "options": result.options, "cases": result.cases,
+            "size": result.size, "unit": _unit(result), "mismatches": result.mismatches,
+            "known_failures": result.known_failures, "seconds": round(result.seconds, 3),
+            "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
+            "timing": result.timing, "bound_by": bound_by(result.timing), "shards": result.shards,
+            "devices": result.devices,
+            "by": [dict(zip(("label", "value", "cases", "size", "mismatches"), row)) for row in summary_rows(result)],
+            "failures": [{"case_index": f.index, "detail": f.outcome.detail.splitlines()[0] if f.outcome.detail else "",
+                          "shrink": f.shrink} for f in result.failures],
+            "reproducers": reproducers or []}
+
+
+def to_markdown(result: CampaignResult, reproducers: list[str] | None = None) -> str:
+    lines = [f"# drvtma fuzz {result.target}", "", headline(result), "",
+             f"- what bounds the rate: {bound_by(result.timing)}",
+             f"- time in each part (s): " + ", ".join(f"{k} {v}" for k, v in result.timing.items()),
+             f"- options: `{json.dumps(result.options, sort_keys=True)}`", ""]
+    if result.known_failures:
+        lines += [f"- {result.known_failures} failure(s) from the example database still fail", ""]
+    lines += ["## Summary", "", summary_table(result, "github"), ""]
+    if reproducers:
+        lines += ["## Reproducers (replay with `drvtma repro FILE`)", ""]
+        lines += [f"- `{path}`" for path in reproducers]
+        lines.append("")
+    for f in result.failures[:10]:
+        outcome = f.shrunk_outcome or f.outcome
+        lines += [f"### case {f.index if f.index is not None else '(from the database)'}", "", "```",
+                  outcome.detail, "```", ""]
+    return "\n".join(lines)
+
+
+def write_reports(result: CampaignResult, out: Path, reproducers: list[str]) -> tuple[Path, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    js, md = out / f"{result.target}-report.json", out / f"{result.target}-report.md"
+    js.write_text(json.dumps(to_json(result, reproducers), indent=2, sort_keys=True, default=str) + "\n")
+    md.write_text(to_markdown(result, reproducers) + "\n")
+    return js, md
+
+
+# ---------------------------------------------------------------------------------------------- reproducers
+
+def outcome_json(outcome: Outcome) -> dict:
+    return {"ok": outcome.ok, "expected": outcome.expected, "got": outcome.got,
+            "first_differences": outcome.differences, "detail": outcome.detail}
+
+
+def reproducer(target, result: CampaignResult, failure: Failure) -> dict:
+    case = failure.shrunk_case if failure.shrunk_case is not None else failure.case
+    outcome = failure.shrunk_outcome or failure.outcome
+    return {"drvtma_reproducer": REPRODUCER_FORMAT, "target": target.name, "options": result.options,
+            "case": target.case_to_json(case), "describe": target.describe(case),
+            "campaign": {"seed": result.seed, "case_index": failure.index},
+            "shrunk": failure.shrunk_case is not None and failure.shrunk_case is not failure.case,
+            "shrink": failure.shrink, "original_case": target.case_to_json(failure.case),
+            "result": outcome_json(outcome)}
+
+
+def write_reproducers(target, result: CampaignResult, out: Path) -> list[str]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for n, failure in enumerate(result.failures):
+        tag = f"case{failure.index}" if failure.index is not None else f"db{n}"
+        path = out / f"repro-{target.name}-seed{result.seed}-{re.sub(r'[^A-Za-z0-9_-]', '', tag)}.json"
+        path.write_text(json.dumps(reproducer(target, result, failure), indent=2, default=str) + "\n")
+        paths.append(str(path))
+    return paths
+
+
+def read_reproducer(path) -> dict:
+    d = json.loads(Path(path).read_text())
+    if d.get("drvtma_reproducer") != REPRODUCER_FORMAT:
+        raise ValueError(f"{path} is not a drvtma reproducer (format {REPRODUCER_FORMAT})")
+    return d
+
+
+def replay(d: dict, *, fake: bool = False) -> Outcome:
+    """Run a reproducer's case again; the outcome's differences compare with d['result']['first_differences']."""
+    from .targets import get_target
+
+    target = get_target(d["target"])
+    case = target.case_from_json(d["case"], d["options"])
+    with target.session(d["options"], fake=fake) as session:
+        return session.check([case])[0]
+
+
+def diff_text(outcome: Outcome) -> str:
+    if outcome.ok:
+        return "no difference: the device and the oracle agree"
+    lines = [outcome.detail, "", "first differences (offset: expected -> got):"]
+    lines += [f"  {d['offset']}: {d['expected']} -> {d['got']}  ({d.get('where', '')})" for d in outcome.differences]
+    return "\n".join(lines)
+
+
+def same_diff(recorded: dict, outcome: Outcome) -> bool:
+    keys = ("offset", "expected", "got")
+    return (not outcome.ok and [tuple(d[k] for k in keys) for d in recorded["first_differences"]]
+            == [tuple(d[k] for k in keys) for d in outcome.differences])

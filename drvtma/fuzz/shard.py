@@ -1,0 +1,93 @@
+"""Sharding a campaign over GPUs: one subprocess per shard, pinned with CUDA_VISIBLE_DEVICES, results merged.
+
+Subprocesses rather than a process pool or pytest-xdist: a CUDA context does not survive fork, the device must be
+chosen before the driver starts (an environment variable per process), and a shard that faults its context (a
+sticky error) ends only itself. Shard k of n runs batches k, k + n, ... of the same seed (`run_campaign`), so the
+shards never draw the same case, and the merged result of n shards equals one process's for a fixed --examples.
+
+`python -m drvtma.fuzz.shard JOB.pickle RESULT.pickle` runs one shard (what the parent starts).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .campaign import CampaignResult, merge_results, run_campaign
+
+
+def parse_devices(text: str | None) -> list[str] | None:
+    """'all' -> every visible device, '0,1' -> those, None/'' -> no sharding (this process)."""
+    if not text:
+        return None
+    if text.strip() == "all":
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible:
+            return [v.strip() for v in visible.split(",") if v.strip()]
+        from cuda.bindings import driver as cu
+
+        from ..runtime.driver import call
+
+        call(cu.cuInit, 0)
+        return [str(i) for i in range(int(call(cu.cuDeviceGetCount)))]
+    devices = [v.strip() for v in text.split(",") if v.strip()]
+    if not devices:
+        raise ValueError(f"--devices {text!r}: give 'all' or device numbers such as 0,1")
+    return devices
+
+
+def run_sharded(target_name: str, options: dict, devices: list[str], *, database_path=None, **campaign) -> \
+        CampaignResult:
+    """One subprocess per entry of `devices` (the same device may appear twice: two shards on one GPU)."""
+    n = len(devices)
+    with tempfile.TemporaryDirectory(prefix="drvtma-fuzz-") as tmp:
+        procs = []
+        for k, device in enumerate(devices):
+            job = Path(tmp) / f"job{k}.pickle"
+            out = Path(tmp) / f"result{k}.pickle"
+            job.write_bytes(pickle.dumps({"target": target_name, "options": options, "shard": (k, n),
+                                          "device": device, "database": database_path, **campaign}))
+            env = dict(os.environ, CUDA_VISIBLE_DEVICES=device)
+            root = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+            procs.append((k, out, subprocess.Popen([sys.executable, "-m", "drvtma.fuzz.shard", str(job), str(out)],
+                                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   text=True)))
+        parts, errors = [], []
+        for k, out, proc in procs:
+            stdout, stderr = proc.communicate()
+            if proc.returncode != 0 or not out.exists():
+                errors.append(f"shard {k} (device {devices[k]}) exited {proc.returncode}:\n{stderr[-2000:]}")
+                continue
+            parts.append(pickle.loads(out.read_bytes()))
+        if errors:
+            raise RuntimeError("\n\n".join(errors))
+    return merge_results(parts)
+
+
+def _run_job(job: dict) -> CampaignResult:
+    from .shrink import open_database
+    from .targets import get_target
+
+    target = get_target(job.pop("target"))
+    device = job.pop("device")
+    path = job.pop("database")
+    database = open_database(path) if path is not None else None
+    result = run_campaign(target, job.pop("options"), database=database, **job)
+    result.devices = [device]
+    return result
+
+
+def main(argv: list[str]) -> int:
+    job_path, result_path = argv
+    result = _run_job(pickle.loads(Path(job_path).read_bytes()))
+    Path(result_path).write_bytes(pickle.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,150 @@
+"""Shrinking failures with hypothesis, and the example database that keeps them between campaigns.
+
+A campaign case's recorded choices are exactly the choices hypothesis would make to build it with
+`HypothesisChooser` (`drvtma.fuzz.choosers`). So a failure is shrunk by saving its choices in an example database
+and asking `hypothesis.find` (phases reuse + shrink) for the smallest case that still fails: hypothesis replays the
+saved choices first, then shrinks them. The shrunk choices stay in the persistent database under a key per target
+and options, and the next campaign replays them before anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from .choosers import HypothesisChooser
+
+DEFAULT_DB = Path(os.environ.get("DRVTMA_FUZZ_DB", Path.home() / ".cache" / "drvtma" / "fuzz-db"))
+
+
+def open_database(path=None):
+    """A hypothesis DirectoryBasedExampleDatabase at `path` (default ~/.cache/drvtma/fuzz-db, $DRVTMA_FUZZ_DB)."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    return DirectoryBasedExampleDatabase(str(Path(path) if path else DEFAULT_DB))
+
+
+def database_key(target, options: dict) -> bytes:
+    """Failures of one target with one set of options (the builder they replay in) share a key."""
+    text = json.dumps({"target": target.name, "version": target.version, "options": options}, sort_keys=True)
+    return b"drvtma-fuzz:" + hashlib.sha256(text.encode()).hexdigest()[:32].encode()
+
+
+def case_strategy(target, options: dict):
+    """The target's builder as a hypothesis strategy (drawing through HypothesisChooser)."""
+    from hypothesis import reject
+    from hypothesis import strategies as st
+
+    def build(draw):
+        try:
+            return target.build(HypothesisChooser(draw), options)
+        except (ValueError, RuntimeError, AssertionError):  # a builder that cannot honour these draws
+            reject()
+
+    return st.composite(build)()
+
+
+def _choices_to_bytes():
+    try:
+        from hypothesis.database import choices_to_bytes
+    except ImportError:  # hypothesis older than the choice-sequence database format
+        return None
+    return choices_to_bytes
+
+
+class _Checker:
+    """Runs candidates on the session, remembers each answer, and stops trying new ones after the deadline."""
+
+    def __init__(self, target, session, deadline: float):
+        self.target, self.session, self.deadline = target, session, deadline
+        self.answers: dict[str, object] = {}
+        self.calls = 0
+
+    def key(self, case) -> str:
+        return json.dumps(self.target.case_to_json(case), sort_keys=True, default=str)
+
+    def fails(self, case) -> bool:
+        key = self.key(case)
+        if key not in self.answers:
+            if time.perf_counter() > self.deadline:
+                return False  # out of time: only cases already seen to fail still count (hypothesis' last replay)
+            self.calls += 1
+            self.answers[key] = self.session.check([case])[0]
+        return not self.answers[key].ok
+
+
+def _find(target, options, checker: _Checker, database, key: bytes, phases, max_examples: int = 1000):
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import NoSuchExample, Unsatisfiable
+
+    config = settings(database=database, phases=[getattr(Phase, p) for p in phases], max_examples=max_examples,
+                      deadline=None, suppress_health_check=list(HealthCheck))
+    try:
+        return find(case_strategy(target, options), checker.fails, settings=config, database_key=key)
+    except (NoSuchExample, Unsatisfiable):
+        return None
+
+
+def shrink_failure(target, options: dict, session, failure, database=None, *, seconds: float = 60.0) -> None:
+    """Shrink one failure in place (failure.shrunk_case / shrunk_outcome / shrink) and save it to `database`."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    started = time.perf_counter()
+    checker = _Checker(target, session, started + seconds)
+    work = InMemoryExampleDatabase()  # this failure only: the persistent database may hold other, smaller ones
+    key = database_key(target, options)
+    encode = _choices_to_bytes()
+    minimal, method = None, "none"
+    if encode is not None:
+        # Hypothesis takes examples under its primary key as shrunk already and replays them only; the secondary
+        # corpus ("failed once") is replayed and then shrunk.
+        work.save(key + b".secondary", encode(target.focus(failure.trace, failure.case, failure.outcome)))
+        minimal = _find(target, options, checker, work, key, ("reuse", "shrink"))
+        method = "hypothesis: replay and shrink"
+    if minimal is None:  # the choices did not replay (another hypothesis version): let hypothesis search
+        minimal = _find(target, options, checker, work, key, ("generate", "shrink"), max_examples=300)
+        method = "hypothesis: search and shrink"
+    if minimal is None:
+        failure.shrunk_case, failure.shrunk_outcome = failure.case, failure.outcome
+        method = "not shrunk (no smaller failing case found)"
+    else:
+        failure.shrunk_case, failure.shrunk_outcome = minimal, checker.answers[checker.key(minimal)]
+        stored = sorted(work.fetch(key), key=lambda v: (len(v), v))
+        if database is not None and stored:
+            database.save(key, stored[0])  # the shortest choices: hypothesis' smallest failing example
+    failure.shrink = {"method": method, "calls": checker.calls, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def shrink_failures(target, options: dict, session, failures, database=None, *, seconds: float = 60.0) -> None:
+    for failure in failures:
+        shrink_failure(target, options, session, failure, database, seconds=seconds)
+
+
+def replay_known(target, options: dict, session, database, *, seconds: float = 30.0):
+    """Every failure stored for this target and options, replayed (and shrunk further) first: the ones that
+    still fail come back as Failures; the ones that pass now are deleted from the database."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from .campaign import Failure
+
+    key = database_key(target, options)
+    found = []
+    for value in list(database.fetch(key)):
+        checker = _Checker(target, session, time.perf_counter() + seconds)
+        work = InMemoryExampleDatabase()
+        work.save(key, value)
+        case = _find(target, options, checker, work, key, ("reuse", "shrink"))
+        if case is None:
+            database.delete(key, value)
+            continue
+        if any(checker.key(f.case) == checker.key(case) for f in found):
+            database.delete(key, value)  # two stored examples that shrink to the same case: keep one
+            continue
+        outcome = checker.answers[checker.key(case)]
+        failure = Failure(None, case, [], outcome, case, outcome,
+                          {"method": "hypothesis: replayed from the database", "calls": checker.calls})
+        found.append(failure)
+    return found

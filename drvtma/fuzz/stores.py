@@ -1,0 +1,144 @@
+"""The `stores` and `reductions` fuzz targets: tensor stores and reductions on the GPU against drvtma.tma.stores.
+
+A case is a `StoreCase` (random, or the user's map at random coordinates) and a data seed: the tensor's initial
+contents and the box come from that seed, so a case replays alone exactly as it ran in its batch. Every case of a
+batch runs in one launch (`run_store_cases`), each in its own poisoned region, guards compared too.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tma.rules import round_up
+from ..tma.spec import TensorMapSpec
+from ..tma.stores import (CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case,
+                          random_values)
+from .choosers import ChooserGenerator
+from .targets import Outcome, Target
+
+DIFF_LIMIT = 16
+REGION_HEX_LIMIT = 64 << 10
+
+
+@dataclass
+class StoreFuzzCase:
+    case: StoreCase
+    data_seed: int
+
+    def data(self):
+        """(initial tensor bytes, box) from the data seed, as `run_store_cases` would draw them."""
+        spec, op = self.case.spec, self.case.op
+        rng = np.random.default_rng(self.data_seed)
+        nelem = round_up(spec.extent_bytes, CHUNK_BYTES) // spec.itemsize
+        initial = random_values(spec.dtype, op, nelem, rng).view(np.uint8)
+        box = random_values(spec.dtype, op, math.prod(spec.loaded_counts), rng).reshape(spec.loaded_counts)
+        return initial, box
+
+
+class StoresSession:
+    def __init__(self, fake: bool):
+        if fake:
+            raise NotImplementedError("the stores targets have no fake device: they need a Hopper GPU")
+        self.timing: Counter = Counter()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        pass
+
+    def check(self, cases) -> list[Outcome]:
+        from ..tma.store_probe import GUARD_BYTES, run_store_cases
+
+        t0 = time.perf_counter()
+        data = [c.data() for c in cases]
+        t1 = time.perf_counter()
+        result = run_store_cases([c.case for c in cases], np.random.default_rng(cases[0].data_seed),
+                                 initial=[d[0] for d in data], sources=[d[1] for d in data])
+        t2 = time.perf_counter()
+        self.timing["data"] += t1 - t0
+        self.timing["probe+oracle"] += t2 - t1
+        outcomes = []
+        for c in result.cases:
+            if c.ok:
+                outcomes.append(Outcome(True))
+                continue
+            lo = c.base_offset - GUARD_BYTES
+            hi = c.base_offset + round_up(c.case.spec.extent_bytes, CHUNK_BYTES) + GUARD_BYTES
+            small = hi - lo <= REGION_HEX_LIMIT
+            diffs = [{"offset": int(o) - c.base_offset, "expected": f"0x{int(result.expected[o]):02x}",
+                      "got": f"0x{int(result.got[o]):02x}",
+                      "where": "guard before the tensor" if o < c.base_offset else
+                      ("guard after the tensor" if o >= hi - GUARD_BYTES else "tensor")}
+                     for o in c.mismatched_bytes[:DIFF_LIMIT]]
+            outcomes.append(Outcome(
+                False, result.expected[lo:hi].tobytes().hex() if small else None,
+                result.got[lo:hi].tobytes().hex() if small else None, diffs,
+                f"{c.mismatched_bytes.size} byte(s) differ (offsets from the tensor base; the hex covers "
+                f"{GUARD_BYTES} guard bytes on each side) for {c.case.describe()}"))
+        self.timing["compare"] += time.perf_counter() - t2
+        return outcomes
+
+
+class StoresTarget(Target):
+    unit = "cases"
+    cases_per_batch = 250
+
+    def __init__(self, name: str, ops: list[str], description: str):
+        self.name, self.ops, self.description = name, ops, description
+
+    def configure(self, spec=None) -> dict:
+        if spec is not None:
+            from ..tma.stores import check_store_spec
+
+            check_store_spec(spec)
+            if not any(spec.dtype in REDUCE_DTYPES.get(op, ()) or op == STORE for op in self.ops):
+                raise ValueError(f"no operation of the {self.name} target takes {spec.dtype.name}")
+        return {"spec": spec.to_dict() if spec is not None else None, "ops": list(self.ops)}
+
+    def build(self, ch, options: dict) -> StoreFuzzCase:
+        user = options.get("spec")
+        if user:
+            spec = TensorMapSpec.from_dict({k: v for k, v in user.items() if k != "base_address"})
+            legal = [op for op in options["ops"] if op == STORE or spec.dtype in REDUCE_DTYPES[op]]
+            unit = CHUNK_BYTES // spec.itemsize
+            coords = tuple(ch.integer(0, n + 1) for n in spec.shape[:-1]) + (
+                unit * ch.integer(0, -(-spec.shape[-1] // unit)),)
+            case = StoreCase(spec, coords, ch.choice(legal), 128 * ch.choice([0, 0, 1, 2, 4, 7]))
+        else:
+            case = random_store_case(ChooserGenerator(ch), ops=options["ops"])
+        return StoreFuzzCase(case, ch.integer(0, (1 << 32) - 1))
+
+    def session(self, options: dict, *, fake: bool = False) -> StoresSession:
+        return StoresSession(fake)
+
+    def labels(self, c: StoreFuzzCase) -> dict:
+        spec = c.case.spec
+        return {"dtype": spec.dtype.name, "rank": str(spec.rank),
+                "swizzle": f"{spec.swizzle_span_bytes}B" if spec.swizzle_span_bytes else "none", "op": c.case.op}
+
+    def case_to_json(self, c: StoreFuzzCase) -> dict:
+        return {"spec": c.case.spec.to_dict(), "coordinates": list(c.case.coords), "op": c.case.op,
+                "smem_offset": c.case.smem_offset, "data_seed": c.data_seed}
+
+    def case_from_json(self, d: dict, options: dict) -> StoreFuzzCase:
+        spec = TensorMapSpec.from_dict({k: v for k, v in d["spec"].items() if k != "base_address"})
+        return StoreFuzzCase(StoreCase(spec, tuple(int(v) for v in d["coordinates"]), d["op"],
+                                       int(d["smem_offset"])), int(d["data_seed"]))
+
+    def describe(self, c: StoreFuzzCase) -> str:
+        return f"{c.case.describe()}\ndata seed {c.data_seed}"
+
+
+STORES = StoresTarget("stores", [STORE], "tensor stores (any rank, swizzle, element strides, clipping) vs the "
+                      "stores oracle, guards compared")
+REDUCTIONS = StoresTarget("reductions", list(REDUCE_OPS), "tensor reductions (add, min, max, inc, dec, and, or, "
+                          "xor) vs the stores oracle, guards compared")

@@ -1,0 +1,121 @@
+"""What a fuzz target is, and the open registry `drvtma fuzz TARGET` looks targets up in.
+
+A target (a `Target` subclass, one instance) provides:
+
+- ``name``, ``description``, ``unit`` (what `size` counts: "boxes", "specs", "cases"), ``cases_per_batch``
+  (cases checked together, e.g. one launch), ``needs_gpu``;
+- ``configure(spec)`` -> options, a JSON-ready dict (the user's own map from ``--spec FILE`` or None, data
+  seeds, sizes); options travel into every report and reproducer;
+- ``build(chooser, options)`` -> case: the whole case from `drvtma.testing`-style Chooser calls (integer, choice,
+  chance) only, so a recorded campaign case replays in hypothesis and shrinks (`drvtma.fuzz.choosers`);
+- ``session(options, fake=False)`` -> a context manager whose ``check(cases)`` returns one `Outcome` per case
+  (the probe against the oracle); ``fake=True`` puts the oracle in place of the device, for CPU tests;
+- ``labels(case)`` (dtype, rank, swizzle, fill: the summary table's rows), ``size(case)``,
+  ``case_to_json(case)`` / ``case_from_json(d, options)`` (the reproducer), ``describe(case)``;
+- optionally ``focus(trace, case, outcome)``: the recorded choices narrowed to the failing part (e.g. only the
+  boxes that differed) before shrinking.
+
+Register a new one with a line in BUILTIN_TARGETS ("name": "module:attribute", imported only when asked for),
+with `register(target)` at run time, or with an entry point in the group ``drvtma.fuzz_targets``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+# Imported on first use, so a target's room (and its GPU code) loads only when that target runs.
+BUILTIN_TARGETS = {
+    "encode": "drvtma.fuzz.encode:ENCODE",
+    "loads": "drvtma.fuzz.loads:LOADS",
+    "stores": "drvtma.fuzz.stores:STORES",
+    "reductions": "drvtma.fuzz.stores:REDUCTIONS",
+}
+ENTRY_POINT_GROUP = "drvtma.fuzz_targets"
+
+_registry: dict[str, Target] = {}
+
+
+@dataclass
+class Outcome:
+    """One case checked: ``ok``, the bytes (or answers) the oracle expected and the device gave (JSON-ready),
+    the first differences (dicts with at least ``offset``, ``expected``, ``got``), a text ``detail``, and the
+    indices of the failing parts (``bad``, e.g. boxes) that `Target.focus` may use."""
+
+    ok: bool
+    expected: object = None
+    got: object = None
+    differences: list = field(default_factory=list)
+    detail: str = ""
+    bad: list = field(default_factory=list)
+
+
+class Target:
+    name = ""
+    description = ""
+    unit = "cases"
+    cases_per_batch = 1
+    needs_gpu = True
+    version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
+
+    def configure(self, spec=None) -> dict:
+        return {"spec": spec.to_dict() if spec is not None else None}
+
+    def build(self, ch, options: dict):
+        raise NotImplementedError
+
+    def session(self, options: dict, *, fake: bool = False):
+        raise NotImplementedError
+
+    def labels(self, case) -> dict:
+        return {}
+
+    def size(self, case) -> int:
+        return 1
+
+    def case_to_json(self, case) -> dict:
+        raise NotImplementedError
+
+    def case_from_json(self, d: dict, options: dict):
+        raise NotImplementedError
+
+    def describe(self, case) -> str:
+        return str(case)
+
+    def focus(self, trace: list[int], case, outcome: Outcome) -> list[int]:
+        return trace
+
+
+def register(target: Target, *, replace: bool = False) -> Target:
+    """Make `target` available to `drvtma fuzz NAME` (and `drvtma repro`) in this process."""
+    if not target.name:
+        raise ValueError("a fuzz target needs a name")
+    if target.name in _registry and not replace and _registry[target.name] is not target:
+        raise ValueError(f"fuzz target {target.name!r} is already registered")
+    _registry[target.name] = target
+    return target
+
+
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    try:
+        return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    except TypeError:  # Python 3.9 style metadata
+        return {ep.name: ep.value for ep in entry_points().get(ENTRY_POINT_GROUP, [])}
+
+
+def target_names() -> list[str]:
+    return sorted(set(_registry) | set(BUILTIN_TARGETS) | set(_entry_points()))
+
+
+def get_target(name: str) -> Target:
+    """The target called `name`: registered, built in, or from an entry point (imported now)."""
+    if name in _registry:
+        return _registry[name]
+    where = BUILTIN_TARGETS.get(name) or _entry_points().get(name)
+    if where is None:
+        raise KeyError(f"no fuzz target {name!r}; known: {', '.join(target_names())}")
+    module, _, attr = where.partition(":")
+    target = getattr(importlib.import_module(module), attr)
+    return register(target, replace=True)

@@ -1,0 +1,84 @@
+"""drvtma's pytest plugin (entry point ``pytest11``; or ``pytest_plugins = ["drvtma.testing.plugin"]``).
+
+- the ``gpu`` marker: a test marked ``@pytest.mark.gpu`` goes through ``drvtma_ctx``, so without a Hopper GPU it
+  is skipped with the driver's own message, never failed;
+- ``drvtma_ctx`` (session): the primary context of a Hopper GPU, or that skip;
+- ``tma_probe`` (session): a `drvtma.tma.probe.LoadProbe` (the batched load probe), closed at the end;
+- hypothesis profiles ``drvtma-ci`` (no deadline: first calls compile kernels) and ``drvtma-gpu-long`` (2000
+  examples), loaded when ``DRVTMA_HYPOTHESIS_PROFILE`` names one (``ci`` and ``gpu-long`` work too), or with
+  hypothesis' own ``--hypothesis-profile``.
+
+Strategies and builders are in `drvtma.testing` (``valid_specs``, ``load_cases``, ``build_coordinates``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+PROFILES = {"ci": "drvtma-ci", "gpu-long": "drvtma-gpu-long"}
+GPU_MARKER = "gpu: needs an NVIDIA Hopper GPU (skipped with the driver's own message when there is none)"
+
+
+def register_profiles() -> None:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("drvtma-ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("drvtma-gpu-long", deadline=None, max_examples=2000,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def load_profile(name: str | None = None) -> str | None:
+    """Load `name` (or $DRVTMA_HYPOTHESIS_PROFILE); short names map to drvtma's. Returns what was loaded."""
+    from hypothesis import settings
+
+    name = name or os.environ.get("DRVTMA_HYPOTHESIS_PROFILE")
+    if not name:
+        return None
+    name = PROFILES.get(name, name)
+    settings.load_profile(name)
+    return name
+
+
+register_profiles()
+load_profile()
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", GPU_MARKER)
+
+
+def hopper_context():
+    """The primary context of a Hopper GPU; pytest.skip quoting the driver when there is none."""
+    from ..errors import NoGpuError
+    from ..runtime.driver import context, require_hopper
+
+    try:
+        require_hopper()
+    except NoGpuError as exc:
+        pytest.skip(str(exc))
+    return context()
+
+
+@pytest.fixture(scope="session")
+def drvtma_ctx():
+    """The primary context of a Hopper GPU, or a skip that quotes why there is none."""
+    return hopper_context()
+
+
+@pytest.fixture(scope="session")
+def tma_probe(drvtma_ctx):
+    """The batched tiled-load probe (`LoadProbe`): `tma_probe.run(tmap, coords)` gives raw shared-memory images."""
+    from ..tma.probe import LoadProbe
+
+    probe = LoadProbe()
+    yield probe
+    probe.close()
+
+
+@pytest.fixture(autouse=True)
+def _drvtma_gpu_marker(request):
+    """A test marked gpu always goes through drvtma_ctx, so it is skipped (never failed) without a GPU."""
+    if request.node.get_closest_marker("gpu") is not None:
+        request.getfixturevalue("drvtma_ctx")

@@ -1,0 +1,81 @@
+"""drvtma.fuzz on the H200: short campaigns of every target find nothing, a planted bug is shrunk to a reproducer
+that `drvtma repro` replays to the same diff, and two shards on one GPU give one process's result.
+
+Sizes: DRVTMA_FUZZ_SECONDS (default 3 per campaign), DRVTMA_FUZZ_SEED (default 1). Figures go to
+DRVTMA_REPORT_JSONL when set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from drvtma.cli.main import main
+from drvtma.fuzz import loads as fuzz_loads
+from drvtma.fuzz.campaign import bound_by, run_campaign
+from drvtma.fuzz.shard import run_sharded
+from drvtma.fuzz.targets import get_target
+
+pytestmark = pytest.mark.gpu
+
+SECONDS = float(os.environ.get("DRVTMA_FUZZ_SECONDS", "3"))
+SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+
+
+def record(test: str, **fields) -> None:
+    line = json.dumps({"test": test, **fields}, sort_keys=True)
+    print(line)
+    path = os.environ.get("DRVTMA_REPORT_JSONL")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+@pytest.mark.parametrize("name", ["loads", "encode", "stores", "reductions"])
+def test_short_campaign_finds_no_mismatch(ctx, name):
+    target = get_target(name)
+    result = run_campaign(target, target.configure(), seed=SEED, seconds=SECONDS, shrink=True, max_shrinks=2,
+                          shrink_seconds=20)
+    record("fuzz_gpu_campaign", target=name, cases=result.cases, size=result.size, unit=target.unit,
+           seconds=round(result.seconds, 3), size_per_second=round(result.size_per_second),
+           mismatches=result.mismatches, bound_by=bound_by(result.timing), timing=result.timing)
+    details = "\n\n".join((f.shrunk_outcome or f.outcome).detail for f in result.failures[:3])
+    assert result.mismatches == 0, f"{result.mismatches} of {result.cases} cases differ:\n{details}"
+    assert result.cases > 0
+
+
+def test_planted_bug_is_shrunk_and_replayed_on_the_gpu(ctx, monkeypatch, tmp_path, capsys):
+    real = fuzz_loads.expected_images
+
+    def buggy(spec, global_bytes, coords, *, box_offset, **kwargs):
+        images = real(spec, global_bytes, coords, box_offset=box_offset, **kwargs).copy()
+        images[:, [box_offset, box_offset + 1]] = images[:, [box_offset + 1, box_offset]]
+        return images
+
+    monkeypatch.setattr(fuzz_loads, "expected_images", buggy)
+    rc = main(["fuzz", "loads", "--examples", "16", "--seed", str(SEED), "--quiet", "--out", str(tmp_path),
+               "--no-db", "--max-shrinks", "1"])
+    assert rc == 1
+    shrunk = [p for p in sorted(tmp_path.glob("repro-loads-*.json")) if json.loads(p.read_text())["shrunk"]]
+    assert shrunk, capsys.readouterr().out
+    repro = json.loads(shrunk[0].read_text())
+    capsys.readouterr()
+    assert main(["repro", str(shrunk[0])]) == 1  # the planted bug is still in place: the same diff
+    out = capsys.readouterr().out
+    record("fuzz_planted_bug_gpu", shrunk_boxes=len(repro["case"]["coordinates"]),
+           shrunk_spec=repro["case"]["spec"], shrink=repro["shrink"],
+           same_diff="same diff as recorded" in out)
+    assert "same diff as recorded" in out, out
+    assert len(repro["case"]["coordinates"]) == 1
+
+
+def test_two_shards_on_one_gpu_give_one_process_result(ctx):
+    options = fuzz_loads.LOADS.configure(max_boxes=16)
+    whole = run_campaign(fuzz_loads.LOADS, options, seed=SEED, examples=64, shrink=False)
+    merged = run_sharded("loads", options, ["0", "0"], seed=SEED, examples=64, shrink=False)
+    record("fuzz_two_shards_one_gpu", cases=merged.cases, size=merged.size, mismatches=merged.mismatches,
+           same=(merged.by_label == whole.by_label and merged.size == whole.size))
+    assert (merged.cases, merged.size, merged.mismatches, merged.by_label) == \
+        (whole.cases, whole.size, whole.mismatches, whole.by_label)
