@@ -371,3 +371,20 @@ def test_the_guide_shows_the_example_tests_line_for_line():
     assert len(blocks) == 3
     for _, code in blocks:
         assert code.strip() in sources, code[:200]
+
+
+def test_user_specs_drive_the_store_and_encode_builders():
+    from drvtma.tma.rules import validate_all
+
+    spec = TensorMapSpec.create("float32", (30, 72), (8, 32), strides_bytes=(320, 4), swizzle="128B")
+    for name in ("stores", "reductions"):
+        target = get_target(name)
+        options = target.configure(spec)
+        for i in range(30):
+            case, _ = build_case(target, options, 3, i)
+            assert case.case.spec == spec and case.case.op in target.ops
+            check_case(case.case)  # coordinates, op and shared-memory offset a store can take
+    encode = get_target("encode")
+    options = encode.configure(spec)
+    broken = [len(validate_all(build_case(encode, options, 3, i)[0])) for i in range(60)]
+    assert 0 in broken and max(broken) >= 1  # the user's map as is, and with a rule broken
