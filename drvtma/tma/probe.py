@@ -71,7 +71,7 @@ class LoadProbe:
     def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
             poison: int = 0xA5A5A5A5) -> np.ndarray:
         """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
-        spec, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
+        _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
         out = np.empty((len(tma_coords), image_bytes), dtype=np.uint8)
         per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
         self.status.reset()  # timeouts add up over the launches; one check after the last
@@ -87,7 +87,7 @@ class LoadProbe:
         """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once, so the host can compute the
         oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives. One pending launch at a time:
         the next launch reuses the scratch buffers."""
-        spec, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
+        _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
         if len(tma_coords) * image_bytes > MAX_IMAGES_BYTES:
             raise ValueError(f"{len(tma_coords)} images of {image_bytes} B exceed one launch "
                              f"({MAX_IMAGES_BYTES} B): use run()")
