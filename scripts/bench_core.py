@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Core costs: cold compile, cache-hit compile, and per-launch host overhead of drvtma against a bare
-cuLaunchKernel with pre-packed arguments, on the same kernel in the same run. Prints a table and JSON lines."""
+cuLaunchKernel with pre-packed arguments and cuda.core's launch, on the same kernel in the same run; then issue 11's
+host figures (encode and launch against the bare calls and cuda.core) as one `{"bench": "host"}` line. Prints a
+table and JSON lines."""
 
 from __future__ import annotations
 
@@ -45,34 +47,71 @@ def time_compiles(repeats: int) -> dict:
             "memory_hit_ms": statistics.median(memory) * 1e3}
 
 
+def _cuda_core_launcher(cubin: bytes, name: str, args: tuple):
+    """A no-argument function that launches `name` through cuda.core (grid 1, block 32, legacy stream), or None
+    when this cuda.core cannot (the figure is then left out)."""
+    try:
+        import cuda.core as cc
+
+        kernel = cc.ObjectCode.from_cubin(cubin).get_kernel(name)
+        config = cc.LaunchConfig(grid=1, block=32)
+        stream = getattr(cc, "LEGACY_DEFAULT_STREAM", None) or cc.Device(0).default_stream
+        cc.launch(stream, config, kernel, *args)
+
+        def launch():
+            cc.launch(stream, config, kernel, *args)
+
+        return launch
+    except Exception as exc:  # noqa: BLE001 - a figure this cuda.core cannot give
+        print(f"cuda.core launch: not measured ({type(exc).__name__}: {exc})")
+        return None
+
+
 def time_launches(batches: int, per_batch: int) -> dict:
-    """Host time per launch, each batch short enough that the launch queue never fills (no device back-pressure)."""
-    kernel = load_module("core_roundtrip.cu").kernel("scale_add")
-    buf = DeviceBuffer(4096)
-    args = (buf, buf, 0, 1.0, 0.0)  # n = 0: the kernel does nothing, so only launch costs show
-    kernel.launch(*args, grid=1, block=32)
-    params = kernel.packer.pack(args)  # pre-packed once for the bare call
-    fn = kernel.function
+    """Host time per launch of the same (pointer, int, float) kernel: bare cuLaunchKernel / cuLaunchKernelEx with
+    pre-packed arguments, cuda.core's launch, drvtma's launch, and drvtma's launch of the same arguments after a
+    tensor map. Each batch is short enough that the launch queue never fills (no device back-pressure)."""
+    import numpy as np
+
+    from drvtma.tma.encode import encode_tiled
+    from drvtma.tma.spec import TensorMapSpec
+
+    mod = load_module("runtime/launch_cost.cu")
+    plain, with_map = mod.kernel("plain_args"), mod.kernel("map_args")
+    buf = DeviceBuffer(1 << 16)
+    tmap = encode_tiled(TensorMapSpec.create("float32", (64, 256), (8, 32)), buf)
+    args = (buf, 0, 1.0)  # n = 0: the kernel does nothing, so only launch costs show
+    plain.launch(*args, grid=1, block=32)
+    with_map.launch(tmap, *args, grid=1, block=32)
+    params = plain.packer.pack(args)  # pre-packed once for the bare calls
+    fn = plain.function
+    core_launch = _cuda_core_launcher(mod.cubin, "plain_args", (np.uint64(buf.ptr), np.int32(0), np.float32(1.0)))
 
     def drvtma_launch():
-        kernel.launch(*args, grid=1, block=32)
+        plain.launch(*args, grid=1, block=32)
+
+    def drvtma_map_launch():
+        with_map.launch(tmap, *args, grid=1, block=32)
 
     def bare_launch():
-        call(cu.cuLaunchKernel, fn, 1, 1, 1, 32, 1, 1, 0, 0, params, 0)
-
-    def raw_launch():  # not even drvtma's result check
         cu.cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, 0, params, 0)
+
+    def checked_launch():
+        call(cu.cuLaunchKernel, fn, 1, 1, 1, 32, 1, 1, 0, 0, params, 0)
 
     config = cu.CUlaunchConfig()
     config.gridDimX = config.gridDimY = config.gridDimZ = 1
     config.blockDimX, config.blockDimY, config.blockDimZ = 32, 1, 1
     config.sharedMemBytes, config.hStream, config.attrs, config.numAttrs = 0, 0, [], 0
 
-    def raw_launch_ex():  # the call drvtma makes, with a prebuilt config
+    def bare_launch_ex():  # the call drvtma makes, with a prebuilt config: the floor of drvtma's way
         cu.cuLaunchKernelEx(config, fn, params, 0)
 
-    paths = {"bare_cuLaunchKernel": raw_launch, "checked_cuLaunchKernel": bare_launch,
-             "bare_cuLaunchKernelEx": raw_launch_ex, "drvtma_launch": drvtma_launch}
+    paths = {"bare_cuLaunchKernel": bare_launch, "checked_cuLaunchKernel": checked_launch,
+             "bare_cuLaunchKernelEx": bare_launch_ex, "drvtma_launch": drvtma_launch,
+             "drvtma_map_launch": drvtma_map_launch}
+    if core_launch is not None:
+        paths["cuda_core_launch"] = core_launch
     samples = {name: [] for name in paths}
     # The paths take turns batch by batch, with the collector off, so a slow spell of the host or a collection
     # lands on no path alone (timing them one after the other once gave 1.29x and 1.72x in two runs).
@@ -87,6 +126,9 @@ def time_launches(batches: int, per_batch: int) -> dict:
         synchronize()
     results = {f"{name}_us": statistics.median(s) * 1e6 for name, s in samples.items()}
     results["drvtma_over_bare"] = results["drvtma_launch_us"] / results["bare_cuLaunchKernel_us"]
+    results["launch_map_over_plain"] = results["drvtma_map_launch_us"] / results["drvtma_launch_us"]
+    if "cuda_core_launch_us" in results:
+        results["launch_over_cuda_core"] = results["drvtma_launch_us"] / results["cuda_core_launch_us"]
     buf.close()
     return results
 
@@ -96,14 +138,48 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--batches", type=int, default=30)
     p.add_argument("--per-batch", type=int, default=200)
+    p.add_argument("--encode-repeats", type=int, default=1000, help="maps per timed encode batch (host figures)")
     p.add_argument("--cpu-only", action="store_true", help="compile timings only (no GPU)")
     args = p.parse_args()
     figures = time_compiles(args.repeats)
+    host = None
     if not args.cpu_only:
         figures.update(time_launches(args.batches, args.per_batch))
+        host = host_figures(figures, args.encode_repeats)
     print(tabulate([(k, f"{v:.3f}") for k, v in figures.items()], headers=["figure", "value"], tablefmt="github"))
     print(json.dumps({"bench": "core", **{k: round(v, 4) for k, v in figures.items()}}))
+    if host is not None:
+        print(json.dumps(host))
+        path = os.environ.get("DRVTMA_REPORT_JSONL")
+        if path:
+            with open(path, "a") as f:
+                f.write(json.dumps(host, sort_keys=True) + "\n")
     return 0
+
+
+def host_figures(launch: dict, encode_repeats: int) -> dict:
+    """Issue 11's host targets in one line, encode and launch measured in this process: encode_known_over_bare
+    <= 1.5, encode_new_over_bare <= 3, launch_over_cuda_core <= 1, launch_map_over_plain <= 1.2."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_tensormap import time_encode
+
+    enc = time_encode(encode_repeats)
+    out = {"bench": "host", "encode_known_over_bare": enc["encode_known_over_bare"],
+           "encode_new_over_bare": enc["encode_new_over_bare"],
+           "launch_over_cuda_core": launch.get("launch_over_cuda_core"),
+           "launch_map_over_plain": launch["launch_map_over_plain"],
+           "encode_known_over_prebuilt": enc["encode_known_over_prebuilt"],
+           "encode_new_over_prebuilt": enc["encode_new_over_prebuilt"],
+           "encode_bare_us": enc["encode_bare_us"], "encode_bare_prebuilt_us": enc["encode_bare_prebuilt_us"],
+           "encode_cuda_core_us": enc["encode_cuda_core_us"],
+           "encode_known_us": enc["encode_known_geometry_us"], "encode_new_us": enc["encode_validated_us"],
+           "launch_bare_ex_us": launch["bare_cuLaunchKernelEx_us"], "launch_cuda_core_us":
+           launch.get("cuda_core_launch_us"), "launch_drvtma_us": launch["drvtma_launch_us"],
+           "launch_map_us": launch["drvtma_map_launch_us"]}
+    return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 if __name__ == "__main__":

@@ -145,35 +145,53 @@ class FakeMap:
         return self.buf.ctypes.data, self.buf.nbytes
 
 
+def _param_bytes(address: int, params) -> list[bytes]:
+    """What the driver reads for each parameter: kernelParams[i] -> size bytes."""
+    import ctypes
+
+    pointers = (ctypes.c_uint64 * len(params)).from_address(address)
+    return [ctypes.string_at(int(pointers[i]), size) for i, (_, size) in enumerate(params)]
+
+
 def test_packer_lays_out_every_argument_at_its_offset():
     p = ArgPacker("echo_args", ECHO_PARAMS)
     blob = bytes(range(128))
-    addr = p.pack((FakeMap(blob), -5, 2.5, np.int8(-3), 2**64 - 1, np.float32(1.5), -7, 0xDEAD00))
-    img = p.image.tobytes()
-    assert img[:128] == blob
-    assert int.from_bytes(img[128:132], "little", signed=True) == -5
-    assert np.frombuffer(img[136:144], np.float64)[0] == 2.5
-    assert np.frombuffer(img[144:145], np.int8)[0] == -3
-    assert int.from_bytes(img[152:160], "little") == 2**64 - 1
-    assert np.frombuffer(img[160:164], np.float32)[0] == 1.5
-    assert int.from_bytes(img[164:166], "little", signed=True) == -7
-    assert int.from_bytes(img[168:176], "little") == 0xDEAD00
-    ptrs = np.frombuffer((np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint64 * 8).from_address(addr))), np.uint64)
-    assert [int(x) - p.image.ctypes.data for x in ptrs] == [o for o, _ in ECHO_PARAMS]
+    fmap = FakeMap(blob)
+    addr = p.pack((fmap, -5, 2.5, np.int8(-3), 2**64 - 1, np.float32(1.5), -7, 0xDEAD00))
+    got = _param_bytes(addr, ECHO_PARAMS)
+    assert got[0] == blob
+    assert int.from_bytes(got[1], "little", signed=True) == -5
+    assert np.frombuffer(got[2], np.float64)[0] == 2.5
+    assert np.frombuffer(got[3], np.int8)[0] == -3
+    assert int.from_bytes(got[4], "little") == 2**64 - 1
+    assert np.frombuffer(got[5], np.float32)[0] == 1.5
+    assert int.from_bytes(got[6], "little", signed=True) == -7
+    assert int.from_bytes(got[7], "little") == 0xDEAD00
+    ptrs = list((np.ctypeslib.ctypes.c_uint64 * 8).from_address(addr))
+    # scalars sit in the 128-byte-aligned image at their offsets; the map is read where it lives
+    assert [int(x) - p.image.ctypes.data for x in ptrs[1:]] == [o for o, _ in ECHO_PARAMS[1:]]
+    assert ptrs[0] == fmap.buf.ctypes.data
     assert p.image.ctypes.data % 128 == 0
 
 
-def test_packer_repacks_what_changed_and_recopies_maps_every_time():
+def test_packer_repacks_what_changed_and_reads_maps_at_every_launch():
     p = ArgPacker("echo_args", ECHO_PARAMS)
     fmap = FakeMap(bytes(128))
     args = [fmap, 5, 2.5, np.int8(1), 7, np.float32(1), 1, 9]
     p.pack(tuple(args))
     fmap.buf[:] = 0xAB  # same object, new content (as TensorMap.replace_address does)
-    p.pack(tuple(args))
-    assert p.image.tobytes()[:128] == b"\xab" * 128
+    assert _param_bytes(p.pack(tuple(args)), ECHO_PARAMS)[0] == b"\xab" * 128
     args[1] = int("12345")  # a new object
-    p.pack(tuple(args))
-    assert int.from_bytes(p.image.tobytes()[128:132], "little") == 12345
+    assert int.from_bytes(_param_bytes(p.pack(tuple(args)), ECHO_PARAMS)[1], "little") == 12345
+    other = FakeMap(bytes(range(128, 256)))
+    args[0] = other  # another map: kernelParams[0] follows it
+    assert _param_bytes(p.pack(tuple(args)), ECHO_PARAMS)[0] == bytes(range(128, 256))
+
+
+def test_packer_puts_a_scalar_back_in_the_image_after_a_map():
+    p = ArgPacker("k", [(0, 8)])
+    p.pack((FakeMap(bytes(range(8))),))
+    assert _param_bytes(p.pack((0x1122334455667788,)), [(0, 8)])[0] == (0x1122334455667788).to_bytes(8, "little")
 
 
 def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
@@ -290,3 +308,15 @@ def test_cli_without_gpu_fails_with_one_sentence():
     assert out.returncode == 3
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
     assert "needs an NVIDIA Hopper GPU" in out.stderr
+
+
+def test_packer_takes_a_device_array_as_its_pointer_and_refuses_host_arrays():
+    from fake_arrays import DL_FLOAT, FakeDLPack
+
+    p = ArgPacker("k", [(0, 8), (8, 4)])
+    addr = p.pack((FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32), 3))
+    assert int.from_bytes(_param_bytes(addr, [(0, 8), (8, 4)])[0], "little") == 0x7F0000200000
+    with pytest.raises(LaunchError, match="NumPy array in host memory"):
+        p.pack((np.zeros(4, np.float32), 3))
+    with pytest.raises(LaunchError, match="argument 1 is a 4-byte parameter.*device array"):
+        p.pack((3, FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32)))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import time
 from collections import Counter
@@ -27,6 +25,7 @@ from drvtma.errors import CudaError, TensorMapError
 from drvtma.tma.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
 from drvtma.tma.rules import driver_box_bytes, driver_should_accept, validate_all
 from drvtma.tma.encode import encode_tiled, encode_unchecked
+from drvtma.testing.children import run_child
 from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coordinates, build_valid_spec,
                             special_float_bits)
 
@@ -365,9 +364,7 @@ _FAULT_SCRIPT = textwrap.dedent("""
 
 
 def _run_child(c0: int) -> str:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", _FAULT_SCRIPT.replace("C0", str(c0))], capture_output=True,
-                          text=True, timeout=120, env=env, cwd=ROOT)
+    proc = run_child(_FAULT_SCRIPT.replace("C0", str(c0)), timeout=120)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")]
     assert lines, f"child exited {proc.returncode} without a result:\n{proc.stdout}\n{proc.stderr}"
     return lines[-1].split(" ", 1)[1]

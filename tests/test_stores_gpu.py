@@ -6,8 +6,6 @@ so a stray write anywhere shows. DRVTMA_FUZZ_STORES sets how many random cases r
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from drvtma.tma import stores as S
 from drvtma.tma.dtypes import tma_dtype
 from drvtma.errors import TensorMapError
 from drvtma.tma.spec import TensorMapSpec
+from drvtma.testing.children import run_child
 
 pytestmark = pytest.mark.gpu
 
@@ -233,10 +232,8 @@ print("CHILD-RESULT " + json.dumps(out))
 
 
 def _run_child(coords, dtype="float32", op=S.STORE, shape=(16, 64), box=(8, 32), force_allow=False) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     job = {"coords": list(coords), "dtype": dtype, "op": op, "shape": shape, "box": box, "force_allow": force_allow}
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(job)], capture_output=True, text=True,
-                          timeout=240, env=env, cwd=ROOT)
+    proc = run_child(CHILD, json.dumps(job), timeout=240)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD-RESULT ")]
     assert lines, f"child exited {proc.returncode} without a result:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     return json.loads(lines[-1].removeprefix("CHILD-RESULT "))

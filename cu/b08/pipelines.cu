@@ -3,7 +3,8 @@
 //   pipe_ring  all warps consume; warp 0's elected lane refills a stage as soon as every thread has copied its
 //              elements out (one full mbarrier per stage, a CTA barrier as the release)
 //   ws_ring    one producer warp (the last) waits on "empty" barriers and issues copies; consumer warps wait on
-//              "full" barriers and release stages early (once their elements are in registers)
+//              "full" barriers and release stages early (once their elements are in registers): every consumer
+//              thread arrives on the empty barrier itself (see ws_ring for why not one lane per warp)
 // A stage holds `tiles_per_stage` tiles; an iteration is one stage fill. Optional trace: per wait, the stage,
 // the parity and the first tile, for drvtma/ring.py's model to check.
 //
@@ -166,8 +167,8 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
     const BlockRing r(ring_smem, num_tiles, tiles_per_block, stages, tiles_per_stage);
     const int warp = threadIdx.x >> 5;
     constexpr int kRoles = kConsumerWarps + 1;  // trace rows: consumer warps, then the producer
-    // full: the producer's arrive_expect_tx; empty: one arrive per consumer warp
-    init_block_barriers({full, stages, 1}, {empty, stages, kConsumerWarps});
+    // full: the producer's arrive_expect_tx; empty: one arrive per consumer thread
+    init_block_barriers({full, stages, 1}, {empty, stages, kConsumerThreads});
 
     if (warp == kConsumerWarps) {  // producer warp
         if (!elect_one()) return;
@@ -188,9 +189,13 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
         }
         return;
     }
+    // Each thread releases its own reads of the stage (its arrive has release semantics; the producer's wait
+    // acquires). One arrive per warp after __syncwarp is just as correct under the PTX memory model, but
+    // compute-sanitizer's racecheck does not carry __syncwarp's ordering into the mbarrier: it reported the refill
+    // (the producer's bulk copy) against lanes 1..31's reads of the previous lap (issue 11;
+    // cu/b08/release_repro.cu reproduces it). Per-thread arrivals leave racecheck nothing to guess.
     consume_ring(r, full, fma_iters, sums, status, trace, kRoles, trace_capacity, [&](int i, int stage) {
-        __syncwarp();  // every lane's shared-memory reads of the stage precede the release
         const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
-        if ((threadIdx.x & 31) == 0 && !skip) mbar_arrive(&empty[stage]);
+        if (!skip) mbar_arrive(&empty[stage]);
     });
 }

@@ -162,16 +162,19 @@ def _nvrtc_compile(text: bytes, name: str, options: tuple[str, ...]) -> bytes:
         encoded = [o.encode() for o in options]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        log = b" " * size
+        # NVRTC writes into the buffer: a bytearray, never bytes. `b" " * 1` (an empty log has size 1) is CPython's
+        # shared one-byte object, and writing its NUL corrupted every b" " of the process (issue 11: torch's
+        # import failed after a compile).
+        log = bytearray(size)
         check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
-        log_text = log.rstrip(b"\0 ").decode(errors="replace")
+        log_text = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(_format_failure(name, text, options, log_text), source_name=name, options=options,
                              log=log_text)
         size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        cubin = b" " * size
+        cubin = bytearray(size)
         check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        return cubin
+        return bytes(cubin)
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

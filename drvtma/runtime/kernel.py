@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import operator
+import os
 import struct
 import threading
 import weakref
@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cluster_launch, compiler
+from . import cluster_launch, compiler, cubin
 from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
 from ..errors import CudaError, LaunchError
 
-_SUCCESS = cu.CUresult.CUDA_SUCCESS if cu is not None else 0
+_launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
 _SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute
+# cuKernelGetParamCount exists from CUDA 13.2 drivers on; older ones get the layout from the cubin's own records.
+PARAM_COUNT_DRIVER_VERSION = 13020
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
@@ -82,6 +84,7 @@ class Module:
                 raise LaunchError(f"kernel {name!r} not found in {self.name}; is it declared extern \"C\"?") \
                     from None
             self._kernels[name] = Kernel(self, name, handle)
+            _log_kernel(name)
         return self._kernels[name]
 
     def close(self) -> None:
@@ -93,6 +96,14 @@ class Module:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _log_kernel(name: str) -> None:
+    """Append a kernel's name to $DRVTMA_KERNEL_LOG (scripts/sanitize.py lists what each family ran)."""
+    path = os.environ.get("DRVTMA_KERNEL_LOG")
+    if path:
+        with open(path, "a") as f:
+            f.write(name + "\n")
 
 
 def _unload_library(handle) -> None:
@@ -123,7 +134,10 @@ _FLOAT_FORMATS = {4: "<f", 8: "<d"}
 class ArgPacker:
     """Packs launch arguments into one 128-byte-aligned image laid out as a kernel's parameter space.
 
-    `params` is [(offset, size)] from cuKernelGetParamInfo. Needs no GPU, so its checks are tested on the CPU.
+    `params` is [(offset, size)] (cuKernelGetParamInfo's, or the cubin's). Needs no GPU, so its checks are tested on
+    the CPU. kernelParams[i] points into the image, except for by-value objects (``__drvtma_param__``, e.g. a
+    TensorMap): there it points at the object's own bytes, which the driver copies at each launch, so a map passed
+    again (even after `replace_address`) costs no copy here.
     """
 
     def __init__(self, kernel_name: str, params: list[tuple[int, int]]):
@@ -134,37 +148,41 @@ class ArgPacker:
         self.image = self._raw[base:base + size]
         self._image_addr = self.image.ctypes.data
         self._view = memoryview(self.image).cast("B")
-        self._pointers = np.array([self._image_addr + o for o, _ in self.params], dtype=np.uint64)
-        self.pointers_address = self._pointers.ctypes.data
+        self._in_image = [self._image_addr + o for o, _ in self.params]
+        self._entries = list(self._in_image)  # what kernelParams holds now
+        self._pointers = np.array(self._entries, dtype=np.uint64)
+        self.pointers_address = self._pointers.ctypes.data if self.params else 0
         self._last: tuple = ()
-        self._by_value: list = []
-        self._buffers: list = []
+        self._keep: tuple = ()  # the last arguments, whose by-value bytes kernelParams points at
+        self._buffers: list = []  # (index, the buffer's finalizer): a closed buffer is refused on every launch
 
     def pack(self, args) -> int:
         """Write args into the image; return the address of the argument-pointer array (kernelParams)."""
+        if len(args) == len(self._last) and all(map(operator.is_, args, self._last)):
+            # The very same objects as last time: ints, floats, numpy scalars and buffer pointers are immutable,
+            # so the image still holds them; by-value objects are read by the driver where they live.
+            for i, alive in self._buffers:
+                if not alive.alive:
+                    raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
+            return self.pointers_address
+        return self._pack_new(args)
+
+    def _pack_new(self, args) -> int:
         if len(args) != len(self.params):
             raise LaunchError(f"{self.kernel_name} takes {len(self.params)} argument(s) "
                               f"(sizes {[s for _, s in self.params]}), got {len(args)}")
-        if len(args) == len(self._last) and all(map(operator.is_, args, self._last)):
-            # The very same objects as last time: ints, floats, numpy scalars and buffer pointers are immutable,
-            # so the image still holds them; by-value objects (a TensorMap can change its address) are re-copied.
-            for address_of, offset, size in self._by_value:
-                ctypes.memmove(self._image_addr + offset, address_of()[0], size)
-            for i, buf in self._buffers:
-                if buf.closed:
-                    raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
-            return self.pointers_address
-        self._last, by_value, buffers = (), [], []
-        view, pack_into = self._view, struct.pack_into
-        for i, arg in enumerate(args):  # one inlined loop: this is the hot path of every launch
+        self._last, buffers, arrays = (), [], False
+        view, pack_into, entries = self._view, struct.pack_into, self._entries
+        for i, arg in enumerate(args):
             offset, size = self.params[i]
+            where = self._in_image[i]
             if isinstance(arg, DeviceBuffer):
                 if size != 8:
                     raise self._mismatch(i, size, "a device pointer (8 bytes)")
                 if arg.closed:
                     raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
                 pack_into("<Q", view, offset, arg.ptr)
-                buffers.append((i, arg))
+                buffers.append((i, arg._free))
             elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
                 fmt = _INT_FORMATS.get(size)
                 if fmt is None:
@@ -182,20 +200,45 @@ class ArgPacker:
                 if arg.dtype.itemsize != size:
                     raise self._mismatch(i, size, f"numpy {arg.dtype} ({arg.dtype.itemsize} bytes)")
                 view[offset:offset + size] = arg.tobytes()
+            elif hasattr(arg, "__dlpack__") or hasattr(arg, "__cuda_array_interface__"):
+                if size != 8:  # torch, CuPy, JAX, cuda.core: the array's device address, as a DeviceBuffer gives
+                    raise self._mismatch(i, size, f"a device array ({type(arg).__name__}, passed as its pointer)")
+                pack_into("<Q", view, offset, _array_address(self.kernel_name, i, arg))
+                arrays = True  # its address is read again at every launch: a tensor can be resized in place
             elif hasattr(arg, "__drvtma_param__"):
-                address, nbytes = arg.__drvtma_param__()
+                where, nbytes = arg.__drvtma_param__()  # the object's bytes stay where they are while it lives
                 if nbytes != size:
                     raise self._mismatch(i, size, f"{type(arg).__name__} ({nbytes} bytes)")
-                ctypes.memmove(self._image_addr + offset, address, size)
-                by_value.append((arg.__drvtma_param__, offset, size))
             else:
                 raise LaunchError(f"{self.kernel_name}: argument {i} has unsupported type {type(arg).__name__}; "
-                                  "pass an int, float, numpy scalar, DeviceBuffer or TensorMap")
-        self._last, self._by_value, self._buffers = tuple(args), by_value, buffers
+                                  "pass an int, float, numpy scalar, DeviceBuffer, device array or TensorMap")
+            if entries[i] != where:
+                entries[i] = where
+                self._pointers[i] = where
+        # _last also keeps by-value objects alive; with a device array among the arguments there is no fast path
+        self._last, self._buffers = (() if arrays else tuple(args)), buffers
+        self._keep = args
         return self.pointers_address
 
     def _mismatch(self, i: int, size: int, got: str) -> LaunchError:
         return LaunchError(f"{self.kernel_name}: argument {i} is a {size}-byte parameter in the kernel, got {got}")
+
+
+def _array_address(kernel_name: str, i: int, arr) -> int:
+    """The device address of an array from DLPack or the CUDA Array Interface (cuda.core's StridedMemoryView; no
+    stream ordering: the launch goes on the stream it is given)."""
+    from cuda.core.utils import StridedMemoryView
+
+    if isinstance(arr, np.ndarray):
+        raise LaunchError(f"{kernel_name}: argument {i} is a NumPy array in host memory; upload it "
+                          "(DeviceBuffer.from_array) and pass the buffer")
+    if hasattr(arr, "__dlpack__"):
+        view = getattr(StridedMemoryView, "from_dlpack", StridedMemoryView)(arr, -1)
+    else:
+        view = getattr(StridedMemoryView, "from_cuda_array_interface", StridedMemoryView)(arr, -1)
+    if not view.is_device_accessible:
+        raise LaunchError(f"{kernel_name}: argument {i} ({type(arr).__name__}) is in host memory")
+    return int(view.ptr)
 
 
 class Kernel:
@@ -208,14 +251,25 @@ class Kernel:
         self._function = call(cu.cuKernelGetFunction, handle)
         self._smem_optin = 0  # the dynamic cap drvtma has raised so far
         self._configs: dict[tuple, object] = {}
+        self._last_shape: tuple = (object(),) * 5  # (grid, block, shared_mem, stream, cluster) of the last launch
+        self._last_config = None
 
     def _param_info(self) -> list[tuple[int, int]]:
-        params = []
-        while True:
-            result = cu.cuKernelGetParamInfo(self.handle, len(params))
-            if result[0] != cu.CUresult.CUDA_SUCCESS:
-                return params
-            params.append((int(result[1]), int(result[2])))
+        """The parameter layout, without a failing driver call: the count from cuKernelGetParamCount where the
+        driver has it, else the cubin's KPARAM_INFO records (drvtma.runtime.cubin); never "ask until it fails"."""
+        query = getattr(cu, "cuKernelGetParamCount", None)
+        if query is not None and context().properties.driver_version >= PARAM_COUNT_DRIVER_VERSION:
+            count = int(call(query, self.handle))
+            return [(int(o), int(s)) for o, s in (call(cu.cuKernelGetParamInfo, self.handle, i)
+                                                  for i in range(count))]
+        try:
+            params = cubin.kernel_params(self.module.cubin, self.name)
+        except ValueError as exc:
+            raise LaunchError(f"{self.name}: cannot read its parameter layout from {self.module.name} ({exc}); "
+                              "load a cubin (not PTX or a fatbin) or use a CUDA 13.2+ driver") from None
+        if params is None:
+            raise LaunchError(f"{self.name}: {self.module.name} holds no parameter records for it")
+        return params
 
     @property
     def function(self):
@@ -259,21 +313,40 @@ class Kernel:
 
     def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:
         """Launch asynchronously on `stream` (default: the legacy stream). Raises before the driver on bad input."""
-        key = (grid, block, shared_mem, cluster, stream)  # the key holds the stream, so its handle stays valid
-        try:
-            lc = self._configs[key]
-        except (KeyError, TypeError):  # TypeError: a list shape is not hashable; check it every time
-            lc = self._launch_config(grid, block, shared_mem, cluster, stream)
+        # The hot path of every launch, inlined: the same shape objects as last time (ints from the caller's
+        # constants are), then the same argument objects as last time, need no work but the driver call.
+        last = self._last_shape
+        if (grid is last[0] and block is last[1] and shared_mem is last[2] and stream is last[3]
+                and cluster is last[4]):
+            lc = self._last_config
+        else:
+            key = (grid, block, shared_mem, stream, cluster)  # the key holds the stream, so its handle stays valid
             try:
-                if len(self._configs) >= 64:
-                    self._configs.clear()
-                self._configs[key] = lc
-            except TypeError:
-                pass
-        params = self.packer.pack(args)
-        code = cu.cuLaunchKernelEx(lc, self._function, params, 0)[0]
-        if code != _SUCCESS:
+                lc = self._configs[key]
+            except KeyError:
+                lc = self._remember_config(grid, block, shared_mem, stream, cluster)
+            except TypeError:  # a list shape is not hashable (and may change): checked every time, not remembered
+                lc, key = self._launch_config(grid, block, shared_mem, cluster, stream), None
+            if key is not None:
+                self._last_shape, self._last_config = key, lc
+        packer = self.packer
+        if len(args) == len(packer._last) and all(map(operator.is_, args, packer._last)):
+            for i, alive in packer._buffers:
+                if not alive.alive:
+                    raise LaunchError(f"{self.name}: argument {i} is a closed DeviceBuffer")
+            params = packer.pointers_address
+        else:
+            params = packer._pack_new(args)
+        code, = _launch_kernel_ex(lc, self._function, params, 0)
+        if code:
             raise cuda_error("cuLaunchKernelEx", code)
+
+    def _remember_config(self, grid, block, shared_mem, stream, cluster):
+        lc = self._launch_config(grid, block, shared_mem, cluster, stream)
+        if len(self._configs) >= 64:
+            self._configs.clear()
+        self._configs[(grid, block, shared_mem, stream, cluster)] = lc
+        return lc
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, params={self.params})"

@@ -1,13 +1,16 @@
-"""The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers.
+"""The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers and value types.
 
-NumPy has no bfloat16, tfloat32 or fp8: those travel as raw bits (uint16 / uint32 / uint8 views). A tiled load
-copies bytes for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
+Every type has a carrier (`numpy`: the raw bits, e.g. uint16 for bfloat16) that the oracles compute on, and a value
+type (`values`: what users see, ml_dtypes.bfloat16 for bfloat16, float32 for tf32). fp8 (e4m3, e5m2) has no map
+type of its own on sm_90: it travels in uint8 maps, its values as ml_dtypes' float8 types. A tiled load copies bytes
+for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import TensorMapError
@@ -25,8 +28,9 @@ class TmaDtype:
     name: str
     enum: int
     itemsize: int
-    numpy: np.dtype
-    is_float: bool  # bf16 and tf32 travel as raw bits in an unsigned `numpy` carrier
+    numpy: np.dtype  # the carrier: bf16 and tf32 travel as raw bits in an unsigned type
+    is_float: bool
+    values: np.dtype  # what the bits mean: ml_dtypes.bfloat16 for bf16, float32 for tf32, else the carrier
 
     def __str__(self) -> str:
         return self.name
@@ -37,9 +41,13 @@ class TmaDtype:
             raise ValueError(f"{self.name} is not a floating type: it has no NaN fill")
         return NAN_FILL_HALFWORD.to_bytes(2, "little") * (self.itemsize // 2)
 
+    def as_values(self, carrier) -> np.ndarray:
+        """The carrier's bits seen as values (a view, no copy): bf16 bits as ml_dtypes.bfloat16, and so on."""
+        return np.asarray(carrier).view(self.values)
 
-def _d(name, enum, itemsize, numpy, is_float) -> TmaDtype:
-    return TmaDtype(name, enum, itemsize, np.dtype(numpy), is_float)
+
+def _d(name, enum, itemsize, numpy, is_float, values=None) -> TmaDtype:
+    return TmaDtype(name, enum, itemsize, np.dtype(numpy), is_float, np.dtype(numpy if values is None else values))
 
 
 UINT8 = _d("uint8", 0, 1, np.uint8, False)
@@ -51,10 +59,10 @@ INT64 = _d("int64", 5, 8, np.int64, False)
 FLOAT16 = _d("float16", 6, 2, np.float16, True)
 FLOAT32 = _d("float32", 7, 4, np.float32, True)
 FLOAT64 = _d("float64", 8, 8, np.float64, True)
-BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True)
+BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True, ml_dtypes.bfloat16)
 FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)  # loads keep denormals [seen]
-TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True)
-TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True)
+TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, np.float32)
+TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, np.float32)
 
 ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, FLOAT64,
                                     BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
@@ -76,7 +84,14 @@ _BY_ENUM = {d.enum: d for d in ALL_DTYPES}
 _BY_NUMPY = {np.dtype(np.uint8): UINT8, np.dtype(np.int8): UINT8, np.dtype(np.bool_): UINT8,
              np.dtype(np.uint16): UINT16, np.dtype(np.int16): UINT16, np.dtype(np.uint32): UINT32,
              np.dtype(np.int32): INT32, np.dtype(np.uint64): UINT64, np.dtype(np.int64): INT64,
-             np.dtype(np.float16): FLOAT16, np.dtype(np.float32): FLOAT32, np.dtype(np.float64): FLOAT64}
+             np.dtype(np.float16): FLOAT16, np.dtype(np.float32): FLOAT32, np.dtype(np.float64): FLOAT64,
+             np.dtype(ml_dtypes.bfloat16): BFLOAT16}
+# fp8 (every 1-byte float ml_dtypes knows) travels in uint8 maps; its values are these ml_dtypes types.
+FP8_VALUES = frozenset(np.dtype(getattr(ml_dtypes, n)) for n in (
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz", "float8_e8m0fnu") if hasattr(ml_dtypes, n))
+# Sub-byte types: Blackwell's packed map types (16U4, 16U6) carry them; a Hopper map has none.
+SUB_BYTE_NAMES = ("int4", "uint4", "int2", "uint2", "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn")
 
 
 def tma_dtype(value) -> TmaDtype:
@@ -103,6 +118,16 @@ def tma_dtype(value) -> TmaDtype:
         np_dtype = None
     if np_dtype is not None and np_dtype.newbyteorder("=") in _BY_NUMPY and np_dtype.isnative:
         return _BY_NUMPY[np_dtype.newbyteorder("=")]
+    if np_dtype in FP8_VALUES:
+        return UINT8
+    if np_dtype is not None and np_dtype.name in SUB_BYTE_NAMES:
+        raise TensorMapError("enum", "dtype", np_dtype.name, "unpack it to 8-bit elements (or load it as bytes "
+                             "with dtype='uint8')", "sub-byte types have packed map types on Blackwell (sm_100) "
+                             "only")
+    if np_dtype is not None and np_dtype.kind == "V" and np_dtype.names is None:
+        raise TensorMapError("enum", "dtype", str(np_dtype), "name the type: dtype='bfloat16' (or 'uint8' for fp8)",
+                             f"{np_dtype.itemsize} raw bytes: the CUDA Array Interface cannot say bf16 or fp8; "
+                             "DLPack can, so hand the array over by __dlpack__ if it has one")
     names = ", ".join(d.name for d in ALL_DTYPES)
     raise TensorMapError("enum", "dtype", value, f"use one of {names} (fp8 travels as uint8)",
                          "no tensor-map data type has this name")

@@ -1,4 +1,10 @@
-"""Encoding: `encode_tiled` (checked) and `encode_unchecked` to the 128-byte `TensorMap` a kernel takes by value."""
+"""Encoding: `encode_tiled` (checked) and `encode_unchecked` to the 128-byte `TensorMap` a kernel takes by value.
+
+Host cost is part of the contract (issue 11): a spec seen before costs one dict lookup, the address checks and the
+driver call; a new geometry adds one pass of `_geometry_holds` (every rule of `rules.validate_all` as a plain
+predicate: it only ever says yes where validate_all finds nothing) and the driver's arguments, built once per
+geometry. Only a spec that fails the predicate goes through validate_all, for the error and its fix.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,13 @@ import ctypes
 import numpy as np
 
 from ..errors import CudaError
+from ..runtime.driver import DeviceBuffer
+from .arrays import array_layout, is_array
 from .rules import _address_error, _bounds_error, validate_all
-from .spec import SMEM_PER_BLOCK_OPTIN_SM90, TENSOR_MAP_BYTES, TensorMapSpec, TmaParams
+from .spec import (DRIVER_BOX_BYTES_LIMIT, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_STRIDE_BYTES,
+                   SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, TENSOR_MAP_BYTES, Interleave, L2Promotion,
+                   OobFill, Swizzle, TensorMapSpec, TmaParams)
+
 
 def _resolve_target(base_address: int | None, target) -> tuple[int, object, int | None]:
     """(address, object to keep alive, bytes available from the address) for an encode or replace target."""
@@ -18,69 +29,273 @@ def _resolve_target(base_address: int | None, target) -> tuple[int, object, int 
         return base_address, None, None
     if isinstance(target, (int, np.integer)):
         return int(target), None, None
-    cai = getattr(target, "__cuda_array_interface__", None)
-    if cai is not None:
-        return int(cai["data"][0]), target, None
-    if hasattr(target, "ptr") and hasattr(target, "nbytes"):
+    if hasattr(target, "ptr") and hasattr(target, "nbytes") and not hasattr(target, "__dlpack__"):
         ptr, nbytes = int(target.ptr), int(target.nbytes)
         # A spec made by from_buffer(buf, offset_bytes=...) points inside the buffer: keep that offset.
         if base_address is not None and ptr <= base_address < ptr + nbytes:
             return base_address, target, ptr + nbytes - base_address
         return ptr, target, nbytes
-    raise TypeError(f"encode target must be a DeviceBuffer, an int address or None, got {type(target).__name__}")
+    if is_array(target):  # torch, CuPy, JAX, cuda.core: the map may reach as far as the array does
+        layout = array_layout(target)
+        if layout.address is None:
+            raise TypeError(f"encode target {type(target).__name__} is in host memory; a tensor map needs device "
+                            "memory")
+        return layout.address, target, layout.extent_bytes
+    raise TypeError(f"encode target must be a DeviceBuffer, a device array (DLPack / CUDA Array Interface), an int "
+                    f"address or None, got {type(target).__name__}")
 
 
 def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
                  smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> TensorMap:
-    """Validate `spec` and encode it with cuTensorMapEncodeTiled for `target` (DeviceBuffer, address or None)."""
-    address, keepalive, available = _resolve_target(spec.base_address, target)
-    if address != spec.base_address:
-        spec = spec.replace(base_address=address)
-    if not validate:
-        return encode_unchecked(spec.tma_params(), address, spec=spec, keepalive=keepalive)
-    error = _address_error(address, spec.interleave)
-    if error is not None:
-        raise error
-    params = _valid_geometry_params(spec, smem_limit)
-    error = _bounds_error(spec, available)
-    if error is not None:
-        raise error
-    return encode_unchecked(params, address, spec=spec, keepalive=keepalive)
+    """Validate `spec` and encode it with cuTensorMapEncodeTiled for `target` (DeviceBuffer, device array, address
+    or None: the spec's base_address)."""
+    if type(target) is DeviceBuffer:  # the common case first; any other target goes the long way
+        if target.closed:
+            raise ValueError("encode target is a closed DeviceBuffer")
+        address, keepalive, available = target.ptr, target, target.nbytes
+        if spec.base_address is not None and address <= spec.base_address < address + available:
+            address, available = spec.base_address, address + available - spec.base_address
+    else:
+        address, keepalive, available = _resolve_target(spec.base_address, target)
+    if validate and address % (32 if spec.interleave == Interleave.B32 else 16):
+        raise _address_error(address, spec.interleave)
+    try:
+        geometry = _geometry(spec, smem_limit if validate else None)
+    except _Unrepresentable as exc:
+        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
+                        _every_argument(spec.tma_params(), address, spec)) from None
+    if validate and available is not None and geometry.extent > available:
+        raise _bounds_error(spec, available)
+    return _encode(geometry, address, spec, keepalive)
 
 
-# Validation costs several times the driver's encode; a map is often re-encoded for new addresses with the same
-# geometry, so valid geometries (everything but the address, the only address-dependent rule) are remembered.
-_valid_geometries: dict[tuple, TmaParams] = {}
+class _Unrepresentable(Exception):
+    """cuda-python cannot hold one of the driver arguments (only reachable with validate=False)."""
 
 
-def _valid_geometry_params(spec: TensorMapSpec, smem_limit: int) -> TmaParams:
-    memo = spec.__dict__.get("_valid_params")  # the same spec object encoded again
+class _Geometry:
+    """Everything of one geometry (a spec less its address) that an encode needs, built once."""
+
+    __slots__ = ("spec", "args", "extent", "_params")
+
+    def __init__(self, spec: TensorMapSpec, extent: int | None = None):
+        u32s, u64, enums = _driver_values()
+        shape, strides = spec.shape, spec.strides_bytes
+        self.spec = spec
+        # spec.extent_bytes (as the geometry check found it), without the cached_property's lock
+        self.extent = extent if extent is not None else (
+            sum((n - 1) * s for n, s in zip(shape, strides)) + spec.dtype.itemsize if min(shape) > 0 else 0)
+        dtype, interleave, swizzle, l2, fill = enums(spec.dtype.enum, spec.interleave, spec.swizzle,
+                                                     spec.l2_promotion, spec.oob_fill)
+        # the driver's order is the reverse of NumPy's (spec.to_tma_order); rank 1 gets the one dummy stride it wants
+        self.args = (dtype, u32s((len(shape),))[0], [u64(v) for v in shape[::-1]],
+                     [u64(v) for v in strides[-2::-1]] or [u64(16)], u32s(spec.box), u32s(spec.element_strides),
+                     interleave, swizzle, l2, fill)  # the driver's arguments but the address (the third)
+        self._params = None
+
+    @property
+    def params(self) -> TmaParams:
+        if self._params is None:
+            self._params = self.spec.tma_params()
+        return self._params
+
+
+_values = None
+
+
+def _driver_values():
+    """(u32s, u64, enums): the driver's order (reversed) of a box-like tuple as a list of cuuint32_t, made once per
+    tuple; cuuint64_t; and the five enum members of a geometry (dtype, interleave, swizzle, L2 promotion, fill)."""
+    global _values
+    if _values is None:
+        from cuda.bindings import driver as cu
+
+        u32_lists: dict[tuple, list] = {}
+
+        def u32s(values: tuple) -> list:
+            x = u32_lists.get(values)
+            if x is None:
+                x = [cu.cuuint32_t(v) for v in values[::-1]]  # shared by geometries, never changed
+                if len(u32_lists) < 4096:
+                    u32_lists[values] = x
+            return x
+
+        kinds = (cu.CUtensorMapDataType, cu.CUtensorMapInterleave, cu.CUtensorMapSwizzle, cu.CUtensorMapL2promotion,
+                 cu.CUtensorMapFloatOOBfill)
+        members: dict[tuple, tuple] = {}
+
+        def enums(*values):
+            x = members.get(values)  # IntEnum members hash and compare as their ints
+            if x is None:
+                x = tuple(kind(int(v)) for kind, v in zip(kinds, values))  # an unknown value: ValueError here
+                if len(members) < 1024:
+                    members[values] = x
+            return x
+
+        _values = (u32s, cu.cuuint64_t, enums)
+    return _values
+
+
+# A map is often re-encoded for new addresses with the same geometry: geometries (checked, or not) are remembered.
+_geometries: dict[tuple, _Geometry] = {}
+
+
+def _geometry(spec: TensorMapSpec, smem_limit: int | None) -> _Geometry:
+    """The geometry of `spec`, checked against every rule but the address unless smem_limit is None."""
+    memo = spec.__dict__.get("_drvtma_geometry")  # the same spec object encoded again (a memo, not a field)
     if memo is not None and memo[0] == smem_limit:
         return memo[1]
     key = (spec.dtype.enum, spec.shape, spec.strides_bytes, spec.box, spec.element_strides, int(spec.interleave),
            int(spec.swizzle), int(spec.l2_promotion), int(spec.oob_fill), spec.allow_overlap,
            spec.allow_undocumented, smem_limit)
-    params = _valid_geometries.get(key)
-    if params is None:
-        errors = validate_all(spec, smem_limit=smem_limit)  # the address was checked by the caller
-        if errors:
-            raise errors[0]
-        if len(_valid_geometries) >= 4096:
-            _valid_geometries.clear()
-        params = _valid_geometries[key] = spec.tma_params()
-    spec.__dict__["_valid_params"] = (smem_limit, params)  # frozen dataclass: a memo, not a field
-    return params
+    geometry = _geometries.get(key)
+    if geometry is None:
+        extent = None
+        if smem_limit is not None:
+            extent = _geometry_holds(spec, smem_limit)
+            if extent is None:
+                errors = validate_all(spec.replace(base_address=None), smem_limit=smem_limit)  # the address: ours
+                if errors:
+                    raise errors[0]
+        try:
+            geometry = _Geometry(spec, extent)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise _Unrepresentable(str(exc)) from None
+        if len(_geometries) >= 4096:
+            _geometries.clear()
+        _geometries[key] = geometry
+    spec.__dict__["_drvtma_geometry"] = (smem_limit, geometry)
+    return geometry
 
 
-def _driver_args(params: TmaParams, address: int) -> tuple:
-    from cuda.bindings import driver as cu
+def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
+    """The tensor's extent in bytes if validate_all finds nothing wrong with the geometry (the address aside), else
+    None; in one pass, the box's rules remembered per box (maps of one box often differ only in shape).
 
-    u32, u64 = cu.cuuint32_t, cu.cuuint64_t
-    return (cu.CUtensorMapDataType(params.dtype_enum), u32(params.rank), address,
-            [u64(v) for v in params.global_dim], [u64(v) for v in params.global_strides],
-            [u32(v) for v in params.box_dim], [u32(v) for v in params.element_strides],
-            cu.CUtensorMapInterleave(params.interleave), cu.CUtensorMapSwizzle(params.swizzle),
-            cu.CUtensorMapL2promotion(params.l2_promotion), cu.CUtensorMapFloatOOBfill(params.oob_fill))
+    Mirrors rules.validate_all rule by rule (tests/test_encode_cpu.py checks it agrees with validate_all); a None
+    sends the spec to validate_all, which names the rule.
+    """
+    shape, strides, box, es = spec.shape, spec.strides_bytes, spec.box, spec.element_strides
+    rank = len(shape)
+    if not (1 <= rank <= 5 and len(strides) == rank and len(box) == rank and len(es) == rank):
+        return None  # rank, rank_mismatch
+    il, sw = spec.interleave, spec.swizzle
+    if (type(il) is not Interleave or type(sw) is not Swizzle or type(spec.l2_promotion) is not L2Promotion
+            or type(spec.oob_fill) is not OobFill):
+        return None  # enum, sm100_only
+    box_key = (spec.dtype.enum, box, es, il, sw, spec.oob_fill, spec.allow_undocumented, smem_limit)
+    box_ok = _boxes.get(box_key)
+    if box_ok is None:
+        if len(_boxes) >= 4096:
+            _boxes.clear()
+        box_ok = _boxes[box_key] = _box_holds(spec, smem_limit)
+    if not box_ok:
+        return None
+    itemsize = spec.dtype.itemsize
+    if strides[-1] != itemsize or min(shape) < 1 or max(shape) > MAX_DIM:
+        return None  # inner_stride, dim_range
+    extent = (shape[-1] - 1) * itemsize + itemsize
+    if rank > 1:
+        outer = strides[:-1]
+        if min(outer) < 0 or max(outer) >= MAX_STRIDE_BYTES:
+            return None  # stride_range
+        align = 32 if il == Interleave.B32 else 16
+        for s in outer:
+            if s % align:
+                return None  # stride_alignment
+        # row-major (rows may be padded): each axis steps past the one inside it, so nothing overlaps
+        step, nested = itemsize * shape[-1], True
+        for i in range(rank - 2, -1, -1):
+            extent += (shape[i] - 1) * strides[i]
+            if strides[i] < step:
+                nested = False
+            step = strides[i] * shape[i]
+        if not nested and not spec.allow_overlap:  # another order: validate_all's test, sorted by stride
+            axes = sorted([(s, n) for s, n in zip(strides, shape) if n > 1])
+            if axes and axes[0][0] == 0:
+                return None  # stride_zero
+            for i in range(1, len(axes)):
+                if axes[i][0] < axes[i - 1][0] * axes[i - 1][1]:
+                    return None  # strides_overlap
+    return extent
+
+
+_boxes: dict[tuple, bool] = {}
+
+
+def _box_holds(spec: TensorMapSpec, smem_limit: int) -> bool:
+    """The rules that depend on the box, element strides, type, interleave, swizzle and fill alone."""
+    box, es, il, sw = spec.box, spec.element_strides, spec.interleave, spec.swizzle
+    if min(box) < 1 or max(box) > MAX_BOX or min(es) < 1 or max(es) > MAX_ELEMENT_STRIDE:
+        return False  # box_range, element_stride_range
+    itemsize = spec.dtype.itemsize
+    inner = box[-1] * itemsize
+    if inner % 16:
+        return False  # box_inner_bytes
+    span = SWIZZLE_SPAN_BYTES[sw]
+    if il == Interleave.NONE:
+        if span and inner > span:
+            return False  # swizzle_span
+    elif len(box) < 3 or (il == Interleave.B32 and sw != Swizzle.B32 and not spec.allow_undocumented):
+        return False  # interleave_rank, interleave_swizzle
+    if spec.oob_fill == OobFill.NAN and not spec.dtype.is_float:
+        return False  # nan_fill_type
+    rows = 1  # loaded elements of every dimension but the innermost
+    for b, e in zip(box[:-1], es[:-1]):
+        rows *= -(-b // e)
+    if rows * -(-box[-1] // es[-1]) * itemsize > DRIVER_BOX_BYTES_LIMIT:
+        return False  # box_bytes
+    return rows * (inner if inner > span else span) <= smem_limit  # smem_budget
+
+
+_encode_call = None
+_SUCCESS = 0
+
+
+def _encode(geometry: _Geometry, address: int, spec: TensorMapSpec | None, keepalive) -> TensorMap:
+    global _encode_call
+    if _encode_call is None:  # the context once (cuInit); then the binding itself, no wrapper
+        from cuda.bindings import driver as cu
+
+        from ..runtime import driver
+
+        driver.context()
+        _encode_call = cu.cuTensorMapEncodeTiled
+    a = geometry.args
+    try:
+        code, encoded = _encode_call(a[0], a[1], address, a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
+                        _every_argument(geometry.params, address, spec)) from None
+    if code != _SUCCESS:
+        from ..runtime.driver import cuda_error
+
+        e = cuda_error("cuTensorMapEncodeTiled", code)
+        raise CudaError(e.call, e.code, e.name, e.description, _every_argument(geometry.params, address, spec))
+    return TensorMap(encoded, None, address, spec=spec, keepalive=keepalive, geometry=geometry)
+
+
+def _every_argument(params: TmaParams, address: int, spec: TensorMapSpec | None) -> str:
+    """Built only for an error: describing costs more than encoding."""
+    where = f"arguments: {params.describe()}, globalAddress=0x{address:x}"
+    return where + (f"\nspec (NumPy order): {spec.to_dict()}" if spec is not None else "")
+
+
+class _ParamsOnly:
+    """A geometry from raw driver arguments (encode_unchecked: values drvtma's rules might refuse)."""
+
+    __slots__ = ("args", "params")
+
+    def __init__(self, params: TmaParams):
+        from cuda.bindings import driver as cu
+
+        u32, u64 = cu.cuuint32_t, cu.cuuint64_t
+        self.params = params
+        self.args = (cu.CUtensorMapDataType(params.dtype_enum), u32(params.rank),
+                     [u64(v) for v in params.global_dim], [u64(v) for v in params.global_strides],
+                     [u32(v) for v in params.box_dim], [u32(v) for v in params.element_strides],
+                     cu.CUtensorMapInterleave(params.interleave), cu.CUtensorMapSwizzle(params.swizzle),
+                     cu.CUtensorMapL2promotion(params.l2_promotion), cu.CUtensorMapFloatOOBfill(params.oob_fill))
 
 
 def encode_unchecked(params: TmaParams, address: int, *, spec: TensorMapSpec | None = None,
@@ -90,43 +305,67 @@ def encode_unchecked(params: TmaParams, address: int, *, spec: TensorMapSpec | N
     A refusal raises CudaError listing every argument; values cuda-python cannot even represent (an enum out of
     range, a negative stride, rank > 5) raise CudaError too, with code -1 and the bindings' message.
     """
-    from cuda.bindings import driver as cu
-
-    from ..runtime import driver
-
-    driver.context()
-
-    def every_argument() -> str:  # built only for an error: describing costs more than encoding
-        where = f"arguments: {params.describe()}, globalAddress=0x{address:x}"
-        return where + (f"\nspec (NumPy order): {spec.to_dict()}" if spec is not None else "")
-
     try:
-        args = _driver_args(params, address)
-        encoded = driver.call(cu.cuTensorMapEncodeTiled, *args)
-    except CudaError as exc:
-        raise CudaError(exc.call, exc.code, exc.name, exc.description, every_argument()) from None
+        geometry = _ParamsOnly(params)
     except (ValueError, TypeError, OverflowError) as exc:
-        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc), every_argument()) from None
-    return TensorMap(encoded, params, address, spec=spec, keepalive=keepalive)
+        raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
+                        _every_argument(params, address, spec)) from None
+    tmap = _encode(geometry, int(address), spec, keepalive)
+    tmap._params = params
+    return tmap
+
+
+class _Slab:
+    """128-byte-aligned host slots for maps, 512 to a page: a map takes the next slot and keeps its page alive, so a
+    page goes when its last map does (no allocation or alignment arithmetic per map)."""
+
+    SLOTS = 512
+
+    def __init__(self):
+        self.page, self.base, self.next = None, 0, self.SLOTS
+
+    def take(self) -> tuple[object, int]:
+        if self.next == self.SLOTS:
+            self.page = np.zeros(self.SLOTS * TENSOR_MAP_BYTES + 127, dtype=np.uint8)
+            self.base = self.page.ctypes.data + (-self.page.ctypes.data) % 128
+            self.next = 0
+        address = self.base + self.next * TENSOR_MAP_BYTES
+        self.next += 1
+        return self.page, address
+
+
+_slab = _Slab()
 
 
 class TensorMap:
-    """An encoded tiled tensor map: 128 bytes in a 128-byte-aligned host buffer this object owns.
+    """An encoded tiled tensor map: 128 bytes in 128-byte-aligned host memory this object holds.
 
-    Passed to `Kernel.launch` it goes by value (``__drvtma_param__``). Holds the global buffer it was encoded for.
+    Passed to `Kernel.launch` it goes by value (``__drvtma_param__``: the driver reads these bytes at each launch).
+    Holds the global buffer it was encoded for.
     """
 
-    def __init__(self, encoded, params: TmaParams, address: int, *, spec: TensorMapSpec | None = None,
-                 keepalive=None):
-        from cuda.bindings import driver as cu
-
+    def __init__(self, encoded, params: TmaParams | None, address: int, *, spec: TensorMapSpec | None = None,
+                 keepalive=None, geometry=None):
         # Python objects (cuda-python's CUtensorMap included) may sit at 16-byte alignment; TMA maps want 64/128.
-        self._storage = np.zeros(TENSOR_MAP_BYTES + 127, dtype=np.uint8)
-        start = (-self._storage.ctypes.data) % 128
-        self._bytes = self._storage[start:start + TENSOR_MAP_BYTES]
-        ctypes.memmove(self._bytes.ctypes.data, encoded.getPtr(), TENSOR_MAP_BYTES)
-        self._handle = cu.CUtensorMap(_ptr=self._bytes.ctypes.data)  # a view of our bytes, for ReplaceAddress
-        self.params, self.spec, self._address, self._keepalive = params, spec, int(address), keepalive
+        self._page, self._host = _slab.take()
+        ctypes.memmove(self._host, encoded.getPtr(), TENSOR_MAP_BYTES)
+        self._param = (self._host, TENSOR_MAP_BYTES)
+        self._params, self._geometry = params, geometry
+        self._spec, self._address, self._keepalive = spec, int(address), keepalive
+
+    @property
+    def params(self) -> TmaParams:
+        if self._params is None:
+            self._params = self._geometry.params if self._geometry is not None else self._spec.tma_params()
+        return self._params
+
+    @property
+    def spec(self) -> TensorMapSpec | None:
+        """The spec, its base_address this map's address (built when asked: encoding does not need it)."""
+        spec = self._spec
+        if spec is not None and spec.base_address != self._address:
+            self._spec = spec = spec.replace(base_address=self._address)
+        return spec
 
     @property
     def address(self) -> int:
@@ -134,13 +373,13 @@ class TensorMap:
 
     @property
     def host_address(self) -> int:
-        return self._bytes.ctypes.data
+        return self._host
 
     def to_bytes(self) -> bytes:
-        return self._bytes.tobytes()
+        return ctypes.string_at(self._host, TENSOR_MAP_BYTES)
 
     def __drvtma_param__(self) -> tuple[int, int]:
-        return self._bytes.ctypes.data, TENSOR_MAP_BYTES
+        return self._param
 
     def replace_address(self, target) -> None:
         """Point the map at another global buffer or address (cuTensorMapReplaceAddress), checked first."""
@@ -154,14 +393,13 @@ class TensorMap:
         if error:
             raise error
         driver.context()
-        driver.call(cu.cuTensorMapReplaceAddress, self._handle, address)
+        driver.call(cu.cuTensorMapReplaceAddress, cu.CUtensorMap(_ptr=self._host), address)
         self._address, self._keepalive = address, keepalive
-        if spec is not None:
-            self.spec = spec.replace(base_address=address)
 
     def describe(self) -> str:
         head = f"TensorMap at global 0x{self._address:x} (host copy 0x{self.host_address:x}, 128 B)"
-        body = self.spec.describe() if self.spec is not None else f"  {self.params.describe()}"
+        spec = self.spec
+        body = spec.describe() if spec is not None else f"  {self.params.describe()}"
         return f"{head}\n{body}"
 
     def __str__(self) -> str:

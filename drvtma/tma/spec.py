@@ -186,24 +186,22 @@ class TensorMapSpec:
 
     @classmethod
     def for_array(cls, arr, box, *, dtype=None, **options) -> TensorMapSpec:
-        """A spec for a NumPy array or any object with ``__cuda_array_interface__`` (then its address too).
+        """A spec for a NumPy array (layout only) or a device array: anything with ``__dlpack__`` or
+        ``__cuda_array_interface__`` (torch, CuPy, JAX, cuda.core), whose address becomes ``base_address``.
 
-        ``dtype`` overrides the array's (e.g. "bfloat16" for a uint16 carrier).
+        The element type comes from the array (bf16 as bfloat16, fp8 as a uint8 map); ``dtype`` overrides it with
+        one of the same size (e.g. "bfloat16" for a uint16 carrier, or an exporter that cannot name its type).
         """
-        cai = getattr(arr, "__cuda_array_interface__", None)
-        if cai is not None:
-            np_dtype = np.dtype(cai["typestr"])
-            shape = tuple(cai["shape"])
-            strides = cai.get("strides") or contiguous_strides_bytes(shape, np_dtype.itemsize)
-            options.setdefault("base_address", int(cai["data"][0]))
-        else:
-            arr = np.asarray(arr)
-            np_dtype, shape, strides = arr.dtype, arr.shape, arr.strides
-        dt = tma_dtype(dtype if dtype is not None else np_dtype)
-        if dt.itemsize != np_dtype.itemsize:
-            raise ValueError(f"dtype {dt} ({dt.itemsize} B) does not match the array's {np_dtype} "
-                             f"({np_dtype.itemsize} B)")
-        return cls(dt, shape, strides, box, **options)
+        from .arrays import array_layout
+
+        layout = array_layout(arr)
+        dt = tma_dtype(dtype if dtype is not None else layout.dtype)
+        if dt.itemsize != layout.dtype.itemsize:
+            raise ValueError(f"dtype {dt} ({dt.itemsize} B) does not match the array's {layout.dtype} "
+                             f"({layout.dtype.itemsize} B)")
+        if layout.address is not None:
+            options.setdefault("base_address", layout.address)
+        return cls(dt, layout.shape, layout.strides_bytes, box, **options)
 
     @classmethod
     def from_buffer(cls, buf, dtype, shape, box, *, strides=None, strides_bytes=None, offset_bytes: int = 0,

@@ -1,0 +1,152 @@
+"""Arrays from the ecosystem as tensor-map layouts: any object with ``__dlpack__`` or ``__cuda_array_interface__``
+(torch, CuPy, JAX, cuda.core buffers and views), read through cuda.core's StridedMemoryView; NumPy arrays give a
+host layout (no address).
+
+DLPack names bf16 and fp8; the CUDA Array Interface cannot (a torch bf16 tensor says ``<V2`` there), so DLPack is
+tried first, as StridedMemoryView does. No stream ordering is set up (stream_ptr=-1): a layout reads no data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+# DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them.
+_DLPACK_FP8 = {7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn",
+               11: "float8_e4m3fnuz", 12: "float8_e5m2", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu"}
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """What a tensor map needs from an array: its element type (as NumPy / ml_dtypes names it), shape and byte
+    strides in NumPy order, and the device address of element (0, .., 0) (None for host memory)."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    address: int | None
+    owner: object  # the exporting object, kept alive by whoever keeps the layout
+
+    @property
+    def extent_bytes(self) -> int:
+        """Bytes from the address to one past the last element (0 for an empty array)."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return sum((n - 1) * abs(s) for n, s in zip(self.shape, self.strides_bytes)) + self.dtype.itemsize
+
+
+def is_array(obj) -> bool:
+    """True for objects this module can read: DLPack or CUDA Array Interface exporters, NumPy arrays."""
+    return isinstance(obj, np.ndarray) or hasattr(obj, "__dlpack__") or hasattr(obj, "__cuda_array_interface__")
+
+
+def array_layout(obj) -> ArrayLayout:
+    """The layout of a NumPy array, a DLPack / CUDA Array Interface exporter, or a cuda.core StridedMemoryView."""
+    if isinstance(obj, np.ndarray):
+        return ArrayLayout(obj.dtype, obj.shape, obj.strides, None, obj)
+    view = _strided_view(obj)
+    if view is None:  # a CUDA Array Interface exporter, and no driver for cuda.core to ask about its pointer
+        return _cai_layout(obj)
+    dtype = _view_dtype(view, obj)
+    strides = view.strides
+    shape = tuple(int(n) for n in view.shape)
+    if strides is None:  # C-contiguous
+        strides_bytes = _contiguous(shape, dtype.itemsize)
+    else:
+        strides_bytes = tuple(int(s) * dtype.itemsize for s in strides)
+    address = int(view.ptr) if view.is_device_accessible else None
+    return ArrayLayout(dtype, shape, strides_bytes, address, obj)
+
+
+def _strided_view(obj):
+    from cuda.core.utils import StridedMemoryView
+
+    if isinstance(obj, StridedMemoryView):
+        return obj
+    # cuda.core >= 0.5 names the protocol; older versions have only the constructor (DLPack first, then CAI)
+    if hasattr(obj, "__dlpack__"):
+        make = getattr(StridedMemoryView, "from_dlpack", StridedMemoryView)
+        try:
+            return make(obj, -1)  # -1: no stream ordering (DLPack's "no synchronization")
+        except TypeError:
+            if isinstance(obj, _DLPackOnly):
+                raise
+            # cuda.core reads torch tensors through a fast path that knows no fp8 ("Unsupported AOTI dtype code:
+            # 24" on the H200 image, cuda.core 1.2.0) although the tensor's own DLPack capsule carries it
+            return make(_DLPackOnly(obj), -1)
+    if hasattr(obj, "__cuda_array_interface__"):
+        try:
+            return getattr(StridedMemoryView, "from_cuda_array_interface", StridedMemoryView)(obj, -1)
+        except Exception as exc:  # noqa: BLE001 - cuda.core asks the driver which device holds the pointer
+            if _no_driver(exc):
+                return None
+            raise
+    raise TypeError(f"{type(obj).__name__} is not an array: it has neither __dlpack__ nor "
+                    "__cuda_array_interface__ (NumPy arrays, torch, CuPy, JAX and cuda.core views have one)")
+
+
+class _DLPackOnly:
+    """An exporter seen only through its DLPack methods (no type-specific fast path in cuda.core)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        self.dtype = getattr(obj, "dtype", None)  # for _view_dtype's fallback name
+
+    def __dlpack__(self, *args, **kwargs):
+        return self.obj.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.obj.__dlpack_device__()
+
+
+def _no_driver(exc: Exception) -> bool:
+    from ..runtime import driver
+
+    try:
+        driver.context()
+    except Exception:  # noqa: BLE001 - NoGpuError, or a driver library that cannot be loaded
+        return True
+    return False
+
+
+def _view_dtype(view, obj) -> np.dtype:
+    """The view's element type; fp8 where this cuda.core cannot name it (it refuses the DLPack code)."""
+    try:
+        return np.dtype(view.dtype)
+    except (TypeError, ValueError) as exc:
+        # the DLPack code in cuda.core's message, else the exporter's own name for its type (torch.float8_e4m3fn)
+        name = _DLPACK_FP8.get(_dlpack_code(str(exc)))
+        own = str(getattr(obj, "dtype", "")).rsplit(".", 1)[-1]
+        if name is None and own in _DLPACK_FP8.values():
+            name = own
+        if name is not None and hasattr(ml_dtypes, name):
+            return np.dtype(getattr(ml_dtypes, name))
+        raise TypeError(f"{type(obj).__name__}: cuda.core cannot name its element type ({exc})") from None
+
+
+def _dlpack_code(message: str) -> int | None:
+    """The DLPack type code in cuda.core's 'Unsupported dtype. dtype code: N' message."""
+    tail = message.rsplit("code:", 1)
+    try:
+        return int(tail[1]) if len(tail) == 2 else None
+    except ValueError:
+        return None
+
+
+def _cai_layout(obj) -> ArrayLayout:
+    cai = obj.__cuda_array_interface__
+    dtype = np.dtype(cai["typestr"])
+    shape = tuple(int(n) for n in cai["shape"])
+    strides = cai.get("strides")
+    strides_bytes = tuple(int(s) for s in strides) if strides else _contiguous(shape, dtype.itemsize)
+    return ArrayLayout(dtype, shape, strides_bytes, int(cai["data"][0]), obj)
+
+
+def _contiguous(shape, itemsize: int) -> tuple[int, ...]:
+    out, step = [], itemsize
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(out))

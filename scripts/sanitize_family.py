@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Run one kernel family in a small configuration, every result checked against its NumPy oracle, for
+compute-sanitizer to watch (scripts/sanitize.py runs it under each tool). `python3 scripts/sanitize_family.py NAME`;
+`--list` names the families. Exits non-zero if any result is wrong. No expected faults here: those stay in the
+fault-child tests."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+FAMILIES = {}
+
+
+def family(fn):
+    FAMILIES[fn.__name__] = fn
+    return fn
+
+
+def _b08(configs, tiles: int, fma: int = 3) -> None:
+    from drvtma.b08.modes import B08Runner
+
+    rng = np.random.default_rng()
+    runner = B08Runner.upload(rng.standard_normal(tiles * 1024).astype(np.float32))
+    for cfg in configs:
+        runner.run_checked(cfg, fma)  # poisons, launches, checks status, verifies the per-tile sums
+    runner.close()
+
+
+@family
+def b08_modes() -> None:
+    """sync, bulk1d, tensor2d, pipe2: 4 blocks of 64 threads, 4 tiles each."""
+    from drvtma.b08.modes import ARTICLE_MODES, ModeConfig
+
+    _b08([ModeConfig(m, threads=64, tiles_per_block=4) for m in ARTICLE_MODES], tiles=16)
+
+
+def _rings(split: str) -> None:
+    from drvtma.b08.modes import ModeConfig
+
+    # 2 stages of 2 tiles and 8 tiles a block: every stage is refilled after its release (two laps)
+    _b08([ModeConfig(m, threads=64, tiles_per_block=8, stages=2, tiles_per_stage=2, split=split)
+          for m in ("pipeN", "ws")], tiles=16)
+
+
+@family
+def rings_thread() -> None:
+    """pipeN and ws, every consumer thread taking elements of every tile."""
+    _rings("thread")
+
+
+@family
+def rings_warp() -> None:
+    """pipeN and ws, each consumer warp owning whole tiles."""
+    _rings("warp")
+
+
+@family
+def load_probe() -> None:
+    """Tiled loads of a few maps (swizzles, out-of-bounds fill, element strides, ranks 1-5), bit for bit."""
+    from drvtma import DeviceBuffer
+    from drvtma.tma.probe import LoadProbe, check_loads
+    from drvtma.tma.spec import TensorMapSpec
+
+    host = np.random.default_rng().integers(0, 256, 1 << 20, dtype=np.uint8)
+    specs = [
+        (TensorMapSpec.create("float32", (40, 72), (8, 32), swizzle="128B"), [(0, 0), (36, 48), (-3, -8)]),
+        (TensorMapSpec.create("bfloat16", (5, 20, 64), (2, 8, 32), swizzle="64B", oob_fill="nan"),
+         [(0, 0, 0), (4, 16, 48)]),
+        (TensorMapSpec.create("uint8", (64, 128), (16, 64), element_strides=(2, 1)), [(0, 0), (50, 96)]),
+        (TensorMapSpec.create("float16", (300,), (64,)), [(0,), (280,)]),
+        (TensorMapSpec.create("int32", (2, 3, 4, 5, 8), (1, 2, 2, 2, 4)), [(0, 0, 0, 0, 0), (1, 2, 3, 4, 4)]),
+    ]
+    probe = LoadProbe()
+    with DeviceBuffer.from_array(host) as buf:
+        for spec, coords in specs:
+            result = check_loads(spec.replace(base_address=buf.ptr), host, coords, probe=probe)
+            if not result.ok:
+                raise AssertionError(result.report)
+    probe.close()
+
+
+@family
+def store_probe() -> None:
+    """Tensor stores and reductions (one box per CTA, guards checked) and 1D bulk stores."""
+    from drvtma.tma import store_probe as P
+    from drvtma.tma.stores import StoreCase
+    from drvtma.tma.spec import TensorMapSpec
+
+    rng = np.random.default_rng()
+    cases = [
+        StoreCase(TensorMapSpec.create("float32", (16, 64), (8, 32)), (3, 32)),
+        StoreCase(TensorMapSpec.create("float32", (16, 64), (8, 32), swizzle="128B"), (8, 16), "add"),
+        StoreCase(TensorMapSpec.create("bfloat16", (12, 96), (4, 32), swizzle="64B"), (10, 64), "max"),
+        StoreCase(TensorMapSpec.create("uint32", (9, 40), (4, 8)), (7, 36), "inc", smem_offset=256),
+        StoreCase(TensorMapSpec.create("uint64", (4, 8), (4, 8)), (0, 0), "xor"),
+    ]
+    result = P.run_store_cases(cases, rng)
+    if result.failures:
+        raise AssertionError(result.report())
+    expected, got = P.run_bulk_stores([(0, 256), (512, 1024), (2048, 16)], rng)
+    if (expected != got).any():
+        raise AssertionError(f"bulk stores: {(expected != got).sum()} bytes differ")
+
+
+@family
+def core() -> None:
+    """The plain core kernel (scale_add), checked element for element."""
+    from drvtma import DeviceBuffer, load_module, synchronize
+
+    x = np.random.default_rng().standard_normal(4096).astype(np.float32)
+    with DeviceBuffer.from_array(x) as src, DeviceBuffer(x.nbytes) as dst:
+        dst.fill_u32(0x7FBADBAD)
+        load_module("core_roundtrip.cu").kernel("scale_add").launch(src, dst, x.size, 2.0, 1.0, grid=4, block=256)
+        synchronize()
+        got = dst.download(np.float32, x.shape)
+    want = x * np.float32(2.0) + np.float32(1.0)
+    if not np.array_equal(got, want):
+        raise AssertionError(f"scale_add: {(got != want).sum()} elements differ")
+
+
+@family
+def release_repro() -> None:
+    """The one-stage ring of issue 11 with the release ws_ring uses (every consumer thread arrives)."""
+    from drvtma.b08.release_repro import run_release_repro
+
+    run_release_repro("thread_arrive")  # the other variants draw racecheck reports: docs/results/sanitizer.md
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 2
+    if argv[0] == "--list":
+        for name, fn in FAMILIES.items():
+            print(f"{name}: {fn.__doc__}")
+        return 0
+    unknown = [a for a in argv if a not in FAMILIES]
+    if unknown:
+        print(f"unknown famil{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+              f"families: {', '.join(FAMILIES)}", file=sys.stderr)
+        return 2
+    for name in argv:
+        FAMILIES[name]()
+        print(f"{name}: every result matches its oracle", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
