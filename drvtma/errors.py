@@ -61,6 +61,15 @@ class WgmmaError(DrvtmaError, ValueError):
         super().__init__(f"{text}; fix: {fix}" if fix else text)
 
 
+class GemmError(DrvtmaError, ValueError):
+    """A GEMM configuration or problem shape the kernel cannot take. ``rule`` names it; shaped like TensorMapError."""
+
+    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
+        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
+        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
+        super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+
 class TimedOutWait(NamedTuple):
     """One bounded wait that ran out of time, as the kernel recorded it (struct DrvtmaTimeout)."""
 

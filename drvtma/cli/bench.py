@@ -212,6 +212,12 @@ def multicast_command(argv: list[str]) -> int:
     return run(argv)
 
 
+def gemm_command(argv: list[str]) -> int:
+    from ..gemm.bench import gemm_command as run
+
+    return run(argv)
+
+
 def descriptors_command(argv: list[str]) -> int:
     from ..tma.descriptor_bench import descriptors_command as run
 
@@ -219,7 +225,7 @@ def descriptors_command(argv: list[str]) -> int:
 
 
 BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multicast_command,
-              "descriptors": descriptors_command}
+              "descriptors": descriptors_command, "gemm": gemm_command}
 
 
 def bench_command(argv: list[str]) -> int:
@@ -228,7 +234,8 @@ def bench_command(argv: list[str]) -> int:
               "  roof    the TMA read modes against the device-to-device copy rate\n"
               "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch\n"
               "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy\n"
-              "  descriptors  a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse")
+              "  descriptors  a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse\n"
+              "  gemm    the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape")
         return 0 if argv else 2
     if argv[0] not in BENCHMARKS:
         print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)

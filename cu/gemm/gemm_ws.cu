@@ -1,0 +1,217 @@
+// drvtma GEMM: C[M, N] = alpha * A[M, K] . B[N, K]^T, both operands K-major (row-major with K contiguous).
+// Warp-specialized and persistent: warpgroup 0 is the producer (one elected thread issues every TMA load into a
+// ring of GEMM_STAGES shared-memory stages), warpgroups 1..GEMM_CONSUMERS each own GEMM_BM / GEMM_CONSUMERS rows
+// of the tile and run wgmma.mma_async on the stages through descriptors the host built with
+// drvtma.wgmma.descriptor_for (GEMM_DESC_A / GEMM_DESC_B: never written by hand here). Full barriers complete on
+// the TMA bytes, empty barriers on one arrival per consumer warp; every wait is bounded (mbar_wait -> status).
+// The epilogue scales by alpha, converts to the output type and stores through TMA from 128B-swizzled staging
+// buffers (two per consumer warpgroup, 64 rows x 128 B each), so ragged M / N are clipped by the store and
+// ragged K is zero-filled by the loads.
+//
+// Every parameter is a -D define that drvtma.gemm.config.GemmConfig.defines() computes (one per claim of the
+// seed: stages, consumers, swizzle via the descriptors and panels, setmaxnreg, tile order, wgmma in flight).
+#include <drvtma/tma.cuh>
+#include <drvtma/wgmma.cuh>
+
+#if !defined(GEMM_BM) || !defined(GEMM_DESC_A) || !defined(GEMM_DESC_B) || !defined(GEMM_T)
+#error "build through drvtma.gemm (GemmConfig.defines()): the tile, descriptors and types are compile-time defines"
+#endif
+
+constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK;
+constexpr int STAGES = GEMM_STAGES, CONSUMERS = GEMM_CONSUMERS;
+constexpr int THREADS = 128 * (1 + CONSUMERS);
+constexpr int WG_ROWS = BM / CONSUMERS;   // rows of the tile one consumer warpgroup owns
+constexpr int M_ATOMS = WG_ROWS / 64;     // m64 wgmmas per k-step per warpgroup
+constexpr int ND = BN / 2;                // accumulator registers per m64 atom
+constexpr int PANELS = GEMM_PANELS;       // TMA boxes per operand per stage (one per swizzle span of K)
+constexpr int PANEL_ELEMS = GEMM_PANEL_ELEMS;
+constexpr u32 A_BOX_BYTES = GEMM_A_BOX_BYTES, B_BOX_BYTES = GEMM_B_BOX_BYTES;
+constexpr u32 A_BYTES = A_BOX_BYTES * PANELS, STAGE_BYTES = A_BYTES + B_BOX_BYTES * PANELS;
+constexpr int STEPS = GEMM_STEPS;         // wgmma k-steps (32 B of K each) per stage
+constexpr u32 OUT_BYTES = GEMM_OUT_BYTES;
+constexpr int EPI_COLS = 128 / OUT_BYTES; // one 128-byte swizzle row of C per staging row
+constexpr u32 EPI_BUF_BYTES = 64 * 128;
+static_assert(WG_ROWS % 64 == 0 && M_ATOMS >= 1, "each consumer warpgroup owns whole m64 atoms");
+static_assert(STAGE_BYTES % 1024 == 0 && A_BYTES % 1024 == 0, "stages keep the 1024-B swizzle phase");
+static_assert(BN % EPI_COLS == 0, "the epilogue stores whole 128-byte panels");
+
+// Barrier ids and call sites in DrvtmaStatus (drvtma.gemm.launch names them).
+constexpr u32 kBarFull = 0, kBarEmpty = 1;
+constexpr u32 kSiteConsumer = 1, kSiteProducer = 2;
+
+#define GEMM_CAT_(a, b) a##b
+#define GEMM_CAT(a, b) GEMM_CAT_(a, b)
+#define GEMM_OP GEMM_CAT(GEMM_CAT(GEMM_CAT(wgmma_ss_, GEMM_T), _n), GEMM_BN)
+#if DRVTMA_WGMMA_TRANS
+#define GEMM_MMA(d, da, db, sc) GEMM_OP<0, 0>(d, da, db, sc)  // both K-major: no transpose
+#else
+#define GEMM_MMA(d, da, db, sc) GEMM_OP(d, da, db, sc)
+#endif
+
+// A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// Tile index -> (tile row, tile column): GEMM_GROUP_M tile rows are walked column by column, so the CTAs running
+// at the same time share A rows and B columns in L2 (1 = row-major order).
+__device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
+    const int per_group = GEMM_GROUP_M * tiles_n;
+    const int group = tile / per_group;
+    const int first_m = group * GEMM_GROUP_M;
+    const int rows = min(tiles_m - first_m, GEMM_GROUP_M);
+    const int in_group = tile - group * per_group;
+    tm = first_m + in_group % rows;
+    tn = in_group / rows;
+}
+
+// Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
+__device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi) {
+#if GEMM_OUT == 2
+    *reinterpret_cast<float2*>(at) = make_float2(lo, hi);
+#else
+    u32 packed;
+#if GEMM_OUT == 0
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
+#endif
+    *reinterpret_cast<u32*>(at) = packed;
+#endif
+}
+
+__device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
+                                        const CUtensorMap* map_b, int tiles_m, int tiles_n, int kblocks,
+                                        DrvtmaStatus* status) {
+    RingCursor rc;
+    for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+        int tm, tn;
+        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        for (int kb = 0; kb < kblocks; ++kb) {
+            // parity phase ^ 1: a fresh barrier counts as released, so the first pass over the ring does not wait
+            if (!mbar_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return;
+            unsigned char* stage = ring + rc.stage * STAGE_BYTES;
+            u64* bar = &full[rc.stage];
+            mbar_arrive_expect_tx(bar, GEMM_TX_BYTES);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p)
+                tma_load_2d(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, bar);
+#pragma unroll
+            for (int p = 0; p < PANELS; ++p)
+                tma_load_2d(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, bar);
+            rc.advance(STAGES);
+        }
+    }
+}
+
+// One warp lane per consumer warp releases a stage once the wgmmas that read it are complete.
+__device__ __forceinline__ void release(u64* empty, int stage) {
+    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[stage]);
+}
+
+__device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
+                                        const CUtensorMap* map_c, int M, int N, int tiles_m, int tiles_n,
+                                        int kblocks, float alpha, DrvtmaStatus* status) {
+    const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
+    const int t = threadIdx.x % 128, w = t / 32, g = (t % 32) / 4, c = t % 4;
+    const bool store_issuer = t == 0;
+    // Descriptors of warpgroup 0's atoms at stage 0 (start relative to the stage); warpgroup cw reads
+    // GEMM_A_WG_BYTES * cw further on (the host checked that descriptor_for gives exactly that).
+    const u64 desc_a[] = {GEMM_DESC_A};
+    const u64 desc_b[] = {GEMM_DESC_B};
+    unsigned char* my_staging = staging + cw * 2 * EPI_BUF_BYTES;
+    u32 stores = 0;
+    float acc[M_ATOMS][ND];
+#pragma unroll
+    for (int a = 0; a < M_ATOMS; ++a)
+#pragma unroll
+        for (int i = 0; i < ND; ++i) acc[a][i] = 0.f;
+    RingCursor rc;
+    for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+        int tm, tn;
+        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        int previous = -1;
+        for (int kb = 0; kb < kblocks; ++kb) {
+            if (!mbar_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return;
+            const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
+            const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < STEPS; ++s) {
+                const u64 db = wgmma_desc_at(desc_b[s], stage_base);
+#pragma unroll
+                for (int a = 0; a < M_ATOMS; ++a)
+                    GEMM_MMA(acc[a], wgmma_desc_at(desc_a[a * STEPS + s], a_base), db, (kb > 0 || s > 0) ? 1u : 0u);
+            }
+            wgmma_commit();
+#if GEMM_INFLIGHT
+            // keep this k-block's group running; the previous one is complete, so its stage goes back
+            wgmma_wait<1>();
+            if (previous >= 0) release(empty, previous);
+            previous = rc.stage;
+#else
+            wgmma_wait<0>();
+            release(empty, rc.stage);
+#endif
+            rc.advance(STAGES);
+        }
+        wgmma_wait<0>();
+        if (previous >= 0) release(empty, previous);
+#pragma unroll
+        for (int a = 0; a < M_ATOMS; ++a)
+#pragma unroll
+            for (int i = 0; i < ND; ++i) wgmma_fence_operand(acc[a][i]);  // no read of acc before the wait
+
+        // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile.
+#pragma unroll
+        for (int a = 0; a < M_ATOMS; ++a) {
+            const int row0 = tm * BM + cw * WG_ROWS + a * 64;
+            if (row0 >= M) break;  // warpgroup-uniform: the rows are past the end, nothing to store
+#pragma unroll
+            for (int p = 0; p < BN / EPI_COLS; ++p) {
+                const int col0 = tn * BN + p * EPI_COLS;
+                if (col0 >= N) break;
+                unsigned char* buf = my_staging + (stores & 1u) * EPI_BUF_BYTES;
+                if (store_issuer) bulk_wait_read<1>();  // the store that last read this buffer is done with it
+                warpgroup_bar(1 + cw);
+#pragma unroll
+                for (int q = 0; q < EPI_COLS / 4; ++q) {
+                    const int i = p * (EPI_COLS / 2) + 2 * q;  // accumulator pair (i, i + 1): one row, 2 columns
+                    const int row = 16 * w + g + 8 * ((i >> 1) & 1);
+                    const u32 byte = (8 * (q / 2) + 2 * c) * OUT_BYTES;
+                    const u32 at = row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+                    store_pair(buf + at, acc[a][i] * alpha, acc[a][i + 1] * alpha);
+                }
+                fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
+                warpgroup_bar(1 + cw);
+                if (store_issuer) {
+                    tma_store_2d(map_c, buf, col0, row0);
+                    bulk_commit();
+                }
+                ++stores;
+            }
+        }
+    }
+    if (store_issuer) bulk_wait<0>();  // staging must outlive the stores' reads; writes done before exit
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+        const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float alpha, DrvtmaStatus* status) {
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ u64 full[STAGES], empty[STAGES];
+    unsigned char* ring = align_smem_1024(smem_raw);
+    unsigned char* staging = ring + STAGES * STAGE_BYTES;
+    init_block_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS});
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, kblocks = (K + BK - 1) / BK;
+    if (threadIdx.x < 128) {
+#if GEMM_PRODUCER_REGS
+        setmaxnreg_dec<GEMM_PRODUCER_REGS>();
+#endif
+        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, tiles_m, tiles_n, kblocks,
+                                                     status);
+    } else {
+#if GEMM_CONSUMER_REGS
+        setmaxnreg_inc<GEMM_CONSUMER_REGS>();
+#endif
+        consume(ring, staging, full, empty, &map_c, M, N, tiles_m, tiles_n, kblocks, alpha, status);
+    }
+}

@@ -1,0 +1,14 @@
+"""A TMA-fed, warp-specialized wgmma GEMM (C = alpha * A . B^T, K-major operands) and cuBLAS beside it.
+
+- `config`: `GemmConfig` (one field per claim of the second seed), its named rules (`GemmError`) and the kernel's
+  compile-time defines, descriptors from `drvtma.wgmma.descriptor_for`;
+- `reference`: the NumPy / ml_dtypes result and exactly representable operands;
+- `launch`: `Gemm` (compile, load, bind operands to tensor maps, checked launches, poisoned outputs);
+- `cublas`: cuBLASLt through nvmath-python's bindings, or torch when only that is installed;
+- `bench`: `drvtma bench gemm` (same stream and events, L2 flushed, clocks and power read around the runs).
+"""
+
+from .config import GemmConfig, dtype_name
+from .reference import exact_operands, reference_gemm
+
+__all__ = ["GemmConfig", "dtype_name", "exact_operands", "reference_gemm"]

@@ -1,0 +1,267 @@
+"""`drvtma bench gemm`: the drvtma GEMM against cuBLAS in one process, on the same operands, the legacy stream and
+the same CUDA events (runtime.timing.time_launches: a stream hold before each run, so only GPU time counts).
+
+For each dtype and shape: random normal operands; cuBLAS's result first, then drvtma's on a poisoned C, compared
+within a stated tolerance (a configuration that fails is reported, never timed); then both timed in ABBA order
+(drvtma, cuBLAS, cuBLAS, drvtma; half the runs each time) so clock drift under power hits both alike, the L2
+flushed (a 2 x L2 write) before every run unless --no-flush. nvidia-smi's SM clock, power and throttle reasons are
+read before and after each shape. Output: a table on stdout, gemm.csv and gemm.md with --out, and one figure line
+per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .config import GemmConfig, dtype_name
+from .launch import POISON_U32
+from .reference import random_operands, value_dtype
+
+SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (8192, 4096, 8192),
+          (16, 8192, 8192))
+DTYPES = ("bfloat16",)
+# |drvtma - cuBLAS| <= RTOL |cuBLAS| + ATOL max|cuBLAS|: both accumulate in fp32 and round once to the output,
+# so they differ by output roundings (2^-8 relative for bf16, either side) and fp32 summation order.
+RTOL = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-18}
+ATOL = 2.0**-12
+SMI_FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
+
+
+def read_smi() -> dict:
+    """nvidia-smi's SM clock, max clock, power, temperature and active clock-event reasons (empty without it)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return {}
+    for fields in (SMI_FIELDS, SMI_FIELDS[:-1] + ("clocks_throttle_reasons.active",), SMI_FIELDS[:-1]):
+        out = subprocess.run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True)
+        if out.returncode == 0:
+            return dict(zip(("sm_mhz", "max_sm_mhz", "power_w", "temp_c", "reasons"),
+                            (v.strip() for v in out.stdout.strip().split(","))))
+    return {}
+
+
+@dataclass
+class GemmPoint:
+    dtype: str
+    m: int
+    n: int
+    k: int
+    ms: float = float("nan")
+    cublas_ms: float = float("nan")
+    max_error: float = float("nan")  # max |drvtma - cuBLAS| / (RTOL |cuBLAS| + ATOL max|cuBLAS|): <= 1 passes
+    verified: bool = False
+    cublas_algo: str = ""
+    cublas_kernels: list = field(default_factory=list)
+    smi_before: dict = field(default_factory=dict)
+    smi_after: dict = field(default_factory=dict)
+    note: str = ""
+
+    def tflops(self, ms: float) -> float:
+        return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
+
+    @property
+    def ratio(self) -> float:
+        return self.cublas_ms / self.ms
+
+    def figure(self) -> dict:
+        return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
+                "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
+                "ratio": round(self.ratio, 3)}
+
+
+def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str) -> float:
+    """The worst element's error in units of the tolerance (NaN, e.g. unwritten poison, counts as infinite)."""
+    o, r = ours.astype(np.float64), ref.astype(np.float64)
+    bound = RTOL[out_dtype] * np.abs(r) + ATOL * max(np.abs(r).max(), 1e-30)
+    err = np.abs(o - r) / bound
+    return float("inf") if not np.isfinite(err).all() else float(err.max())
+
+
+def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
+                rng: np.random.Generator, alpha: float) -> GemmPoint:
+    from ..runtime.driver import DeviceBuffer
+    from ..runtime.timing import time_launches
+    from .cublas import kernel_names
+
+    cfg = gemm.config
+    out = value_dtype(cfg.out_dtype)
+    point = GemmPoint(dtype, m, n, k)
+    a, b = random_operands(rng, dtype, m, n, k)
+    with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \
+            DeviceBuffer(m * n * out.itemsize) as dc, DeviceBuffer(m * n * out.itemsize) as dref, \
+            gemm.bind(da, db, dc, m, n, k, alpha=alpha) as ours:
+        theirs = cublas.plan(da, db, dref, m, n, k, dtype, cfg.out_dtype, alpha)
+        try:
+            dref.fill_u32(POISON_U32)
+            theirs()
+            if hasattr(theirs, "copy_back"):
+                theirs.copy_back()
+            point.cublas_algo = cublas.describe()
+            point.cublas_kernels = kernel_names(theirs)
+            ours.run_checked()
+            point.max_error = compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype)
+            point.verified = point.max_error <= 1.0
+            if not point.verified:
+                point.note = f"MISMATCH vs cuBLAS ({point.max_error:.3g} x tolerance): not timed"
+                return point
+            point.smi_before = read_smi()
+            half = max(1, runs // 2)
+            mine, cub = [], []
+            for first, second in ((ours.launch, theirs), (theirs, ours.launch)):
+                for launch in (first, second):
+                    t = time_launches(launch, runs=half, warmups=warmups, flush=flush)
+                    (mine if launch is ours.launch else cub).extend(t.samples)
+            point.smi_after = read_smi()
+            point.ms, point.cublas_ms = float(np.median(mine)), float(np.median(cub))
+        finally:
+            theirs.release()
+    return point
+
+
+def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: int = 20, warmups: int = 3,
+                   flush_l2: bool = True, backend: str | None = None, seed: int = 15, progress=None):
+    from ..runtime.driver import DeviceBuffer, device_properties
+    from .cublas import open_cublas
+    from .launch import Gemm
+
+    props = device_properties()  # no GPU: NoGpuError before anything else
+    cublas = open_cublas(backend)
+    flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
+    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_l2 else None
+    rng = np.random.default_rng(seed)
+    points = []
+    try:
+        for dtype in dtypes:
+            dtype = dtype_name(dtype)
+            gemm = Gemm(config.with_(dtype=dtype))
+            alpha = 0.5 if dtype.startswith("float8") else 1.0  # per-tensor scales: scale_a x scale_b
+            for m, n, k in shapes:
+                p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
+                                alpha=alpha)
+                points.append(p)
+                if p.verified:
+                    record(p.figure())
+                if progress is not None:
+                    print(row_text(p), file=progress, flush=True)
+    finally:
+        if flush_buf is not None:
+            flush_buf.close()
+        cublas.close()
+    return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs)
+
+
+def record(figure: dict) -> None:
+    line = json.dumps(figure, sort_keys=True)
+    print(line)
+    path = os.environ.get("DRVTMA_REPORT_JSONL")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def row_text(p: GemmPoint) -> str:
+    if not p.verified:
+        return f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.note}"
+    clocks = f"SM {p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')} MHz, " \
+             f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')} W"
+    return (f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.tflops(p.ms):7.1f} {p.tflops(p.cublas_ms):7.1f} "
+            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}")
+
+
+@dataclass
+class GemmBenchResult:
+    config: GemmConfig
+    points: list
+    cublas: str
+    flush_l2: bool
+    runs: int
+
+    def text(self) -> str:
+        head = (f"drvtma {self.config.label()}\ncuBLAS: {self.cublas}\n"
+                f"median of {self.runs} runs each (ABBA halves), L2 {'flushed' if self.flush_l2 else 'warm'}; "
+                f"tolerance |d| <= 2^-7|ref| (bf16 out) + {ATOL:g} max|ref|\n"
+                f"{'dtype':<14} {'m':>6} {'n':>6} {'k':>6}  {'TFLOP/s':>7} {'cuBLAS':>7} {'ratio':>6}")
+        return "\n".join([head, *map(row_text, self.points)])
+
+    def csv_text(self) -> str:
+        cols = ["dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio",
+                "max_error", "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after",
+                "reasons_after", "cublas_kernels"]
+        lines = [",".join(cols)]
+        for p in self.points:
+            ok = p.verified
+            lines.append(",".join(str(v) for v in (
+                p.dtype, p.m, p.n, p.k, f"{p.ms:.4f}", f"{p.tflops(p.ms):.1f}" if ok else "",
+                f"{p.cublas_ms:.4f}", f"{p.tflops(p.cublas_ms):.1f}" if ok else "", f"{p.ratio:.3f}" if ok else "",
+                f"{p.max_error:.3g}", ok, p.smi_before.get("sm_mhz", ""), p.smi_after.get("sm_mhz", ""),
+                p.smi_before.get("power_w", ""), p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
+                "|".join(p.cublas_kernels).replace(",", ";"))))
+        return "\n".join(lines) + "\n"
+
+    def markdown(self, command: str) -> str:
+        rows = ["| dtype | M | N | K | drvtma TFLOP/s | cuBLAS TFLOP/s | ratio | err/tol | SM MHz | W | cuBLAS kernel |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in self.points:
+            if not p.verified:
+                rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.note} | | | | | | |")
+                continue
+            rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.tflops(p.ms):.1f} | {p.tflops(p.cublas_ms):.1f} "
+                        f"| {p.ratio:.3f} | {p.max_error:.2f} | {p.smi_before.get('sm_mhz', '?')}->"
+                        f"{p.smi_after.get('sm_mhz', '?')} | {p.smi_before.get('power_w', '?')}->"
+                        f"{p.smi_after.get('power_w', '?')} | {'; '.join(p.cublas_kernels)[:120]} |")
+        return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
+                          f"- timing: median of {self.runs} runs each, ABBA halves, events behind a stream hold, "
+                          f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", *rows, ""])
+
+
+def gemm_command(argv: list[str]) -> int:
+    """`drvtma bench gemm [--dtypes bfloat16,float8_e4m3fn] [--shapes 4096x4096x4096,...] [--out DIR]`."""
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(prog="drvtma bench gemm", description=__doc__.split("\n\n")[0])
+    p.add_argument("--dtypes", default=",".join(DTYPES),
+                   help="comma-separated input types: bfloat16, float16, float8_e4m3fn, float8_e5m2")
+    p.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES), help="MxNxK,...")
+    p.add_argument("--stages", type=int, help="ring depth (default: the config's)")
+    p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--warmups", type=int, default=3)
+    p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
+    p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
+    p.add_argument("--claims", action="store_true", help="sweep the seed's claims (next session: not built yet)")
+    p.add_argument("--out", help="directory for gemm.csv and gemm.md")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if args.claims:
+        print("drvtma bench gemm --claims is not built yet: each claim is one GemmConfig field "
+              "(drvtma/gemm/config.py)", file=sys.stderr)
+        return 2
+    try:
+        shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
+        assert all(len(s) == 3 for s in shapes)
+    except (ValueError, AssertionError):
+        p.error(f"--shapes wants MxNxK,... got {args.shapes!r}")
+    cfg = GemmConfig()
+    if args.stages is not None:
+        cfg = cfg.with_(stages=args.stages)
+    if args.swizzle is not None:
+        cfg = cfg.with_(swizzle=args.swizzle)
+    result = run_gemm_bench(cfg, dtypes=[d for d in args.dtypes.split(",") if d], shapes=shapes, runs=args.runs,
+                            warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
+                            progress=None if args.quiet else sys.stderr)
+    print(result.text())
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "gemm.csv").write_text(result.csv_text())
+        (out / "gemm.md").write_text(result.markdown(" ".join(["drvtma bench gemm", *argv])))
+    return 0 if all(pt.verified for pt in result.points) else 1

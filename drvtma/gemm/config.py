@@ -1,0 +1,287 @@
+"""One GEMM configuration (every claim of the second seed is one field), its named rules, and the compile-time
+defines of cu/gemm/gemm_ws.cu, descriptors included (from drvtma.wgmma.descriptor_for, never written by hand).
+
+Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, next session):
+- swizzle: "none" / "32B" / "64B" / "128B" for the A and B tiles ("swizzle choice changes performance 10-20%");
+- stages: ring depth ("2-4 stages");
+- consumers: 1 or 2 consumer warpgroups; setmaxnreg: on / off (producer_regs / consumer_regs when on);
+- persistent: one CTA per SM walking tiles, or one tile per CTA; group_m: tile order (1 = row-major);
+- inflight: wgmma groups left running while the next stage is issued (0 or 1);
+- dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2-CTA multicast (not built yet: refused by rule).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from ..errors import GemmError
+from ..runtime.compiler import include_dir
+from ..tma.spec import Swizzle, TensorMapSpec
+from ..wgmma import descriptor_for, wgmma_type
+from ..wgmma.dtypes import M as WGMMA_M
+
+KERNEL_SOURCE = "gemm/gemm_ws.cu"
+KERNEL_NAME = "gemm_ws"
+SMEM_LIMIT = 232_448  # sm_90 opt-in shared memory per block
+REGISTERS_PER_SM = 65_536
+ALIGN_SLACK = 1024  # the ring starts at the first 1024-byte boundary of dynamic shared memory
+EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C
+MAX_ACC_REGS = 128  # accumulator floats per consumer thread that fit beside the rest (fast.cu: more serialise)
+MAX_CTA_RANGE = 256  # TMA box rows
+
+IN_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
+OUT_DTYPES = {"bfloat16": (0, 2), "float16": (1, 2), "float32": (2, 4)}  # name -> (GEMM_OUT, bytes)
+_DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16",
+                  "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
+                  "e5m2": "float8_e5m2", "fp32": "float32", "f32": "float32"}
+SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B": Swizzle.B128}
+
+
+def dtype_name(value) -> str:
+    """The ml_dtypes / NumPy name of a dtype ("bf16" -> "bfloat16", "e4m3" -> "float8_e4m3fn")."""
+    name = str(getattr(value, "name", value)).lower()
+    return _DTYPE_ALIASES.get(name, name)
+
+
+@lru_cache(maxsize=None)
+def generated_ns(type_name: str) -> tuple[int, ...]:
+    """The N values wgmma_ops.cuh has an SS wrapper for (it is generated for a subset of the legal N)."""
+    text = (include_dir() / "drvtma" / "wgmma_ops.cuh").read_text()
+    return tuple(sorted({int(n) for n in re.findall(rf"wgmma_ss_{type_name}_n(\d+)\(", text)}))
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """C = alpha * A . B^T with A [M, K], B [N, K] K-major; the kernel's compile-time shape and schedule."""
+
+    dtype: str = "bfloat16"
+    out_dtype: str = "bfloat16"
+    bm: int = 128
+    bn: int = 256
+    bk: int | None = None  # None: one 128-byte panel of K (64 16-bit elements, 128 fp8)
+    stages: int = 4
+    consumers: int = 2
+    swizzle: str = "128B"
+    setmaxnreg: bool = True
+    producer_regs: int = 40
+    consumer_regs: int = 232
+    persistent: bool = True
+    group_m: int = 8
+    inflight: int = 0
+    cluster_m: int = 1
+    mma: str = "wgmma"
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+        object.__setattr__(self, "out_dtype", dtype_name(self.out_dtype))
+
+    def with_(self, **changes) -> GemmConfig:
+        return replace(self, **changes)
+
+    # ---- derived geometry
+    @property
+    def wgmma(self):
+        return wgmma_type(IN_DTYPES[self.dtype])
+
+    @property
+    def itemsize(self) -> int:
+        return self.wgmma.itemsize
+
+    @property
+    def out_itemsize(self) -> int:
+        return OUT_DTYPES[self.out_dtype][1]
+
+    @property
+    def k_tile(self) -> int:
+        return self.bk if self.bk is not None else 128 // self.itemsize
+
+    @property
+    def span(self) -> int:
+        """Bytes of K one TMA box holds: the swizzle span (16 B without swizzle: one core-matrix column)."""
+        return {"none": 16, "32B": 32, "64B": 64, "128B": 128}[self.swizzle]
+
+    @property
+    def panel_elems(self) -> int:
+        return self.span // self.itemsize
+
+    @property
+    def panels(self) -> int:
+        return self.k_tile // self.panel_elems
+
+    @property
+    def wg_rows(self) -> int:
+        return self.bm // self.consumers
+
+    @property
+    def m_atoms(self) -> int:
+        return self.wg_rows // WGMMA_M
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    def box_spec(self, operand: str) -> TensorMapSpec:
+        """The box one TMA load of A (BM rows) or B (BN rows) delivers: rows x one panel of K."""
+        rows = self.bm if operand == "A" else self.bn
+        return TensorMapSpec.create(self.wgmma.tma_dtype, (rows, self.panel_elems), (rows, self.panel_elems),
+                                    swizzle=SWIZZLES[self.swizzle])
+
+    @property
+    def a_bytes(self) -> int:
+        return self.box_spec("A").smem_bytes * self.panels
+
+    @property
+    def stage_bytes(self) -> int:
+        return self.a_bytes + self.box_spec("B").smem_bytes * self.panels
+
+    @property
+    def tx_bytes(self) -> int:
+        return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of one CTA: alignment slack, the ring, two staging buffers per consumer."""
+        return ALIGN_SLACK + self.stages * self.stage_bytes + self.consumers * 2 * EPI_BUF_BYTES
+
+    # ---- rules
+    def check(self) -> GemmConfig:
+        """Raise the first GemmError (rule named); return self when the kernel can take this configuration."""
+        for err in self.errors():
+            raise err
+        return self
+
+    def errors(self):
+        if self.dtype not in IN_DTYPES:
+            yield GemmError("dtype", "dtype", self.dtype, f"use one of {', '.join(IN_DTYPES)}",
+                            "the kernel multiplies 16-bit floats or fp8 (K-major)")
+            return
+        if self.out_dtype not in OUT_DTYPES:
+            yield GemmError("out_dtype", "out_dtype", self.out_dtype, f"use one of {', '.join(OUT_DTYPES)}")
+            return
+        if self.mma != "wgmma":
+            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma'",
+                            "the mma.sync baseline of the '~50% of peak' claim is not built yet")
+        if self.cluster_m != 1:
+            yield GemmError("cluster_multicast", "cluster_m", self.cluster_m, "use 1",
+                            "2-CTA clusters with multicast of B are not built yet (cu/include/drvtma/cluster.cuh "
+                            "has the pieces)")
+        if self.swizzle not in SWIZZLES:
+            yield GemmError("swizzle", "swizzle", self.swizzle, f"use one of {', '.join(SWIZZLES)}")
+            return
+        if self.consumers not in (1, 2):
+            yield GemmError("consumers", "consumers", self.consumers, "use 1 or 2 consumer warpgroups")
+            return
+        if not (self.bm % (WGMMA_M * self.consumers) == 0 and 0 < self.bm <= MAX_CTA_RANGE):
+            yield GemmError("tile_m", "bm", self.bm,
+                            f"use a multiple of {WGMMA_M * self.consumers} up to 256 (whole m64 atoms per consumer)")
+            return
+        ns = [n for n in generated_ns(self.wgmma.name) if n % (128 // self.out_itemsize) == 0]
+        if self.bn not in ns:
+            yield GemmError("tile_n", "bn", self.bn, f"use one of {ns}",
+                            "one wgmma covers the tile's N (wgmma_ops.cuh wrappers), the epilogue stores whole "
+                            f"{128 // self.out_itemsize}-column panels")
+            return
+        if self.k_tile <= 0 or self.k_tile % self.panel_elems or (self.k_tile * self.itemsize) % 32:
+            yield GemmError("tile_k", "bk", self.k_tile,
+                            f"use a multiple of {max(self.panel_elems, 32 // self.itemsize)} (whole {self.span}-B "
+                            "panels and 32-B wgmma k-steps)")
+            return
+        acc = self.m_atoms * self.bn // 2
+        if acc > MAX_ACC_REGS:
+            yield GemmError("accumulator_registers", "bm, bn", (self.bm, self.bn),
+                            f"use more consumers or a smaller tile: {acc} accumulator floats per thread > "
+                            f"{MAX_ACC_REGS}", "ptxas serialises wgmma without registers to spare")
+        if not 1 <= self.stages <= 8:
+            yield GemmError("stages", "stages", self.stages, "use 1..8")
+        if self.smem_bytes > SMEM_LIMIT:
+            fit = (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes
+            yield GemmError("smem_capacity", "stages", self.stages, f"use at most {fit} stages of this tile",
+                            f"{self.smem_bytes} B of shared memory > {SMEM_LIMIT} B")
+        if self.setmaxnreg:
+            for name in ("producer_regs", "consumer_regs"):
+                v = getattr(self, name)
+                if not (24 <= v <= 256 and v % 8 == 0):
+                    yield GemmError("setmaxnreg_range", name, v, "use a multiple of 8 in 24..256")
+            total = 128 * self.producer_regs + 128 * self.consumers * self.consumer_regs
+            if total > REGISTERS_PER_SM:
+                yield GemmError("register_budget", "producer_regs, consumer_regs",
+                                (self.producer_regs, self.consumer_regs),
+                                f"keep 128 x producer + {128 * self.consumers} x consumer <= {REGISTERS_PER_SM}",
+                                f"{total} registers: setmaxnreg.inc would wait forever for them")
+        if self.group_m < 1:
+            yield GemmError("group_m", "group_m", self.group_m, "use 1 (row-major) or more tile rows per group")
+        if self.inflight not in (0, 1):
+            yield GemmError("inflight", "inflight", self.inflight, "use 0 or 1")
+
+    def check_problem(self, m: int, n: int, k: int) -> None:
+        """Shapes TMA can describe: 16-byte row strides of A, B (K) and C (N); int32 extents."""
+        for name, v in (("m", m), ("n", n), ("k", k)):
+            if not isinstance(v, (int, np.integer)) or not 1 <= v < 2**31:
+                raise GemmError("shape_range", name, v, "use 1 <= value < 2^31", "the kernel takes int32 extents")
+        unit = 16 // self.itemsize
+        if k % unit:
+            raise GemmError("k_alignment", "k", k, f"pad K to a multiple of {unit} ({math.ceil(k / unit) * unit})",
+                            f"rows of A and B are {k * self.itemsize} B; TMA needs strides that are 16-B multiples")
+        unit = 16 // self.out_itemsize
+        if n % unit:
+            raise GemmError("n_alignment", "n", n, f"pad N to a multiple of {unit} ({math.ceil(n / unit) * unit})",
+                            f"rows of C are {n * self.out_itemsize} B; TMA needs strides that are 16-B multiples")
+
+    # ---- descriptors and defines
+    def descriptors(self) -> tuple[list[int], list[int], int]:
+        """(A descriptors of consumer 0 [atom][step], B descriptors [step], consumer stride in bytes), start
+        addresses relative to the stage, each from descriptor_for on the box TMA loads; consumer c reads the
+        A descriptors moved by c x the stride, checked here against descriptor_for."""
+        self.check()
+        t, a_spec, b_spec = self.wgmma, self.box_spec("A"), self.box_spec("B")
+        pitch = a_spec.row_pitch_bytes
+
+        def a_steps(offset):
+            return descriptor_for(a_spec, offset, "A", "K", dtype=t, panels=self.panels)
+
+        desc_a = [d for atom in range(self.m_atoms) for d in a_steps(atom * WGMMA_M * pitch)]
+        wg_bytes = self.wg_rows * pitch
+        for cw in range(1, self.consumers):
+            moved = [d for atom in range(self.m_atoms) for d in a_steps(cw * wg_bytes + atom * WGMMA_M * pitch)]
+            assert moved == [d.advanced(cw * wg_bytes) for d in desc_a], "consumer tiles are not a plain offset"
+        desc_b = descriptor_for(b_spec, self.a_bytes, "B", "K", dtype=t, n=self.bn, panels=self.panels)
+        return [d.encode() for d in desc_a], [d.encode() for d in desc_b], wg_bytes
+
+    def defines(self) -> dict:
+        desc_a, desc_b, wg_bytes = self.descriptors()
+        a_spec, b_spec = self.box_spec("A"), self.box_spec("B")
+        regs = self.setmaxnreg
+        return {
+            f"DRVTMA_WGMMA_{self.wgmma.name.upper()}": 1, "GEMM_T": self.wgmma.name,
+            "GEMM_BM": self.bm, "GEMM_BN": self.bn, "GEMM_BK": self.k_tile, "GEMM_STAGES": self.stages,
+            "GEMM_CONSUMERS": self.consumers, "GEMM_PANELS": self.panels, "GEMM_PANEL_ELEMS": self.panel_elems,
+            "GEMM_A_BOX_BYTES": a_spec.smem_bytes, "GEMM_B_BOX_BYTES": b_spec.smem_bytes,
+            "GEMM_STEPS": len(desc_b), "GEMM_TX_BYTES": self.tx_bytes,
+            "GEMM_DESC_A": ",".join(f"0x{v:016x}ull" for v in desc_a),
+            "GEMM_DESC_B": ",".join(f"0x{v:016x}ull" for v in desc_b), "GEMM_A_WG_BYTES": wg_bytes,
+            "GEMM_OUT": OUT_DTYPES[self.out_dtype][0], "GEMM_OUT_BYTES": self.out_itemsize,
+            "GEMM_PRODUCER_REGS": self.producer_regs if regs else 0,
+            "GEMM_CONSUMER_REGS": self.consumer_regs if regs else 0,
+            "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
+        }
+
+    # ---- launch shape
+    def tiles(self, m: int, n: int) -> int:
+        return math.ceil(m / self.bm) * math.ceil(n / self.bn)
+
+    def grid(self, m: int, n: int, sm_count: int) -> int:
+        """Persistent: one CTA per SM (at most one per tile); else one CTA per tile."""
+        tiles = self.tiles(m, n)
+        return min(tiles, sm_count) if self.persistent else tiles
+
+    def label(self) -> str:
+        regs = f"{self.producer_regs}/{self.consumer_regs}" if self.setmaxnreg else "off"
+        return (f"{self.dtype}->{self.out_dtype} {self.bm}x{self.bn}x{self.k_tile} {self.stages} stages, "
+                f"{self.consumers} consumer WG, swizzle {self.swizzle}, setmaxnreg {regs}, "
+                f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
+                f"inflight {self.inflight}")

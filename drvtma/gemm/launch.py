@@ -1,0 +1,175 @@
+"""Compile, load and launch the GEMM (cu/gemm/gemm_ws.cu): tensor maps for A, B and C, checked launches, a
+poisoned output before every checked run, and the kernel's resources read from its cubin (no GPU needed).
+
+    gemm = Gemm(GemmConfig())                     # rules checked here, before anything reaches the driver
+    c = gemm.matmul(a, b)                         # NumPy in, NumPy out (poisoned C, status checked)
+    with gemm.bind(a_buf, b_buf, c_buf, m, n, k) as op:
+        op.launch()                               # timing: no sync, no check
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from .config import KERNEL_NAME, KERNEL_SOURCE, GemmConfig
+from .reference import value_dtype
+from ..errors import GemmError
+from ..runtime import cubin as cubin_records
+from ..tma.spec import Swizzle, TensorMapSpec
+
+POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
+BARRIERS = {0: "full", 1: "empty"}
+SITES = {1: "consumer waits for a full stage", 2: "producer waits for an empty stage"}
+_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    registers: int  # per thread, as ptxas allocated for the whole kernel (setmaxnreg moves them at run time)
+    frame_bytes: int  # local memory per thread: 0 means no spills and no local arrays
+
+
+def kernel_resources(image: bytes, kernel: str = KERNEL_NAME) -> KernelResources:
+    """Registers and local-memory frame of `kernel` from the cubin's .nv.info records (EIATTR_REGCOUNT,
+    EIATTR_FRAME_SIZE), matched to the kernel through the symbol table."""
+    sections = cubin_records._sections(image)
+    symtab, strtab = sections[".symtab"], sections[".strtab"]
+    index = None
+    for i in range(len(symtab) // 24):
+        name_at = struct.unpack_from("<I", symtab, 24 * i)[0]
+        if strtab[name_at:strtab.index(b"\0", name_at)].decode() == kernel:
+            index = i
+    if index is None:
+        raise KeyError(f"{kernel!r} is not in the cubin's symbol table")
+    found = {}
+    for attr, payload in cubin_records._attributes(sections.get(".nv.info", b"")):
+        if attr in (_EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT) and len(payload) >= 8:
+            sym, value = struct.unpack_from("<II", payload)
+            if sym == index:
+                found[attr] = value
+    return KernelResources(found.get(_EIATTR_REGCOUNT, -1), found.get(_EIATTR_FRAME_SIZE, 0))
+
+
+def check_register_split(config: GemmConfig, resources: KernelResources) -> None:
+    """setmaxnreg moves registers from the count ptxas allocated: the producer may only give back (dec to at most
+    that count), the consumers may only take (inc to at least it)."""
+    if not config.setmaxnreg or resources.registers < 0:
+        return
+    if config.producer_regs > resources.registers:
+        raise GemmError("setmaxnreg_direction", "producer_regs", config.producer_regs,
+                        f"use at most {resources.registers}", "setmaxnreg.dec cannot raise the allocated count")
+    if config.consumer_regs < resources.registers:
+        raise GemmError("setmaxnreg_direction", "consumer_regs", config.consumer_regs,
+                        f"use at least {resources.registers}", "setmaxnreg.inc cannot lower the allocated count")
+
+
+def compile_gemm(config: GemmConfig) -> bytes:
+    """The cubin of one configuration (NVRTC, cached; CPU only)."""
+    from ..runtime.compiler import compile_cubin
+
+    return compile_cubin(KERNEL_SOURCE, defines=config.defines())
+
+
+def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: int, c_addr: int):
+    """Tensor maps of A [m, k], B [n, k] (boxes of one K panel, the configured swizzle, zero fill past the edges)
+    and C [m, n] (64 rows x 128 B, 128B swizzle: the epilogue's staging layout; stores clip at the edges)."""
+    config.check_problem(m, n, k)
+    t = config.wgmma.tma_dtype
+    sw = config.box_spec("A").swizzle
+    a = TensorMapSpec.create(t, (m, k), (config.bm, config.panel_elems), swizzle=sw, base_address=a_addr)
+    b = TensorMapSpec.create(t, (n, k), (config.bn, config.panel_elems), swizzle=sw, base_address=b_addr)
+    cols = 128 // config.out_itemsize
+    c = TensorMapSpec.create(config.out_dtype, (m, n), (64, cols), swizzle=Swizzle.B128, base_address=c_addr)
+    return a, b, c
+
+
+def describe_wait(w) -> str:
+    return f"{BARRIERS.get(w.barrier, w.barrier)} barrier, stage {w.stage}, parity {w.parity} " \
+           f"({SITES.get(w.where, w.where)})"
+
+
+class Gemm:
+    """One configuration, checked at construction; the module is compiled and loaded on first use."""
+
+    def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None):
+        """`extra_defines` go on top of the configuration's (tests: a short wait timeout, a broken protocol)."""
+        self.config = (config or GemmConfig()).check()
+        self.defines = {**self.config.defines(), **(extra_defines or {})}
+        self._kernel = None
+
+    @property
+    def kernel(self):
+        if self._kernel is None:
+            from ..runtime.compiler import compile_cubin
+            from ..runtime.kernel import load_module
+
+            check_register_split(self.config, kernel_resources(compile_cubin(KERNEL_SOURCE, defines=self.defines)))
+            self._kernel = load_module(KERNEL_SOURCE, defines=self.defines).kernel(KERNEL_NAME)
+        return self._kernel
+
+    def bind(self, a, b, c, m: int, n: int, k: int, *, alpha: float = 1.0) -> BoundGemm:
+        """A launchable problem on device buffers a [m, k], b [n, k], c [m, n] (maps encoded once)."""
+        return BoundGemm(self, a, b, c, m, n, k, alpha)
+
+    def matmul(self, a: np.ndarray, b: np.ndarray, *, alpha: float = 1.0) -> np.ndarray:
+        """alpha * a . b^T on the GPU, C poisoned first and every wait checked; returns C in the output type."""
+        from ..runtime.driver import DeviceBuffer
+
+        cfg = self.config
+        m, k = a.shape
+        n = b.shape[0]
+        if b.shape[1] != k:
+            raise ValueError(f"a is {a.shape} and b is {b.shape}: both need K = {k} columns")
+        want = value_dtype(cfg.dtype)
+        if a.dtype != want or b.dtype != want:
+            raise ValueError(f"operands must be {want} for this configuration, got {a.dtype} and {b.dtype}")
+        out = value_dtype(cfg.out_dtype)
+        with DeviceBuffer.from_array(np.ascontiguousarray(a)) as da, \
+                DeviceBuffer.from_array(np.ascontiguousarray(b)) as db, \
+                DeviceBuffer(m * n * out.itemsize) as dc, self.bind(da, db, dc, m, n, k, alpha=alpha) as op:
+            op.run_checked()
+            return dc.download(out, (m, n))
+
+
+class BoundGemm:
+    """A GEMM bound to its operands: `launch()` for timing, `run_checked()` poisons C, launches and checks."""
+
+    def __init__(self, gemm: Gemm, a, b, c, m, n, k, alpha):
+        from ..runtime.driver import device_properties
+        from ..runtime.status import StatusBuffer
+        from ..tma.encode import encode_tiled
+
+        cfg = gemm.config
+        self.gemm, self.c, self.m, self.n, self.k, self.alpha = gemm, c, m, n, k, float(alpha)
+        sa, sb, sc = map_specs(cfg, m, n, k, a.ptr, b.ptr, c.ptr)
+        self.maps = tuple(encode_tiled(s, buf) for s, buf in ((sa, a), (sb, b), (sc, c)))
+        self.status = StatusBuffer()
+        self.grid = cfg.grid(m, n, device_properties().sm_count)
+        self.kernel = gemm.kernel
+
+    def launch(self, stream=None) -> None:
+        self.kernel.launch(*self.maps, self.m, self.n, self.k, self.alpha, self.status, grid=self.grid,
+                           block=self.gemm.config.threads, shared_mem=self.gemm.config.smem_bytes, stream=stream)
+
+    def run_checked(self, stream=None) -> None:
+        """Poison C, launch, synchronise, raise BarrierTimeout if a wait ran out."""
+        from ..runtime.status import barrier_timeout
+
+        self.c.fill_u32(POISON_U32)
+        self.status.reset()
+        self.launch(stream)
+        error = barrier_timeout(KERNEL_NAME, self.status.read(), describe_wait)
+        if error is not None:
+            raise error
+
+    def close(self) -> None:
+        self.status.close()
+
+    def __enter__(self) -> BoundGemm:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

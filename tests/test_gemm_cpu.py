@@ -1,0 +1,184 @@
+"""The GEMM on the CPU: every configuration compiles with NVRTC and its SASS holds what it claims (HGMMA/QGMMA,
+UTMALDG per panel, UTMASTG, USETMAXREG where enabled) with no local memory; the named rules refuse what the kernel
+cannot take; the reference is exact on integer data; the kernel's descriptors and epilogue addresses, run through
+the TMA and wgmma oracles, read and write exactly the right elements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from drvtma.errors import GemmError
+from drvtma.gemm import model
+from drvtma.gemm.config import GemmConfig
+from drvtma.gemm.launch import (KernelResources, check_register_split, compile_gemm, kernel_resources,
+                                map_specs)
+from drvtma.gemm.reference import exact_operands, reference_gemm, value_dtype
+from drvtma.runtime import sass
+from drvtma.tma import oracle as tma_oracle
+from drvtma.tma.spec import Swizzle, TensorMapSpec
+
+# Every configuration the GPU tests and the claim sweep will run: the main shape per dtype and output, then one
+# change of each claim parameter at a time.
+CONFIGS = {
+    "bf16": GemmConfig(),
+    "bf16->f32": GemmConfig(out_dtype="float32"),
+    "f16": GemmConfig(dtype="float16"),
+    "f16->f32": GemmConfig(dtype="float16", out_dtype="float32"),
+    "f16->f16": GemmConfig(dtype="float16", out_dtype="float16"),
+    "e4m3": GemmConfig(dtype="float8_e4m3fn"),
+    "e5m2": GemmConfig(dtype="float8_e5m2"),
+    "swizzle 64B": GemmConfig(swizzle="64B"),
+    "swizzle 32B": GemmConfig(swizzle="32B"),
+    "swizzle none": GemmConfig(swizzle="none"),
+    "e4m3 swizzle 64B": GemmConfig(dtype="float8_e4m3fn", swizzle="64B"),
+    "1 stage": GemmConfig(stages=1),
+    "2 stages": GemmConfig(stages=2),
+    "1 consumer": GemmConfig(bm=64, consumers=1),
+    "1 consumer 2 atoms": GemmConfig(bm=128, bn=128, consumers=1, consumer_regs=240, producer_regs=24),
+    "128x128": GemmConfig(bn=128),
+    "setmaxnreg off": GemmConfig(setmaxnreg=False),
+    "inflight 1": GemmConfig(inflight=1),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS), ids=str)
+def built(request):
+    cfg = CONFIGS[request.param]
+    return cfg, compile_gemm(cfg)
+
+
+def test_every_configuration_compiles_to_the_instructions_it_claims(built):
+    cfg, cubin = built
+    ops = sass.instructions(cubin, "gemm_ws")
+    mma = "QGMMA" if cfg.itemsize == 1 else "HGMMA"
+    # one wgmma per k-step per m64 atom, unrolled (the op's full name is e.g. HGMMA.64x256x16.F32.BF16)
+    assert sum(v for op, v in ops.items() if op.startswith(mma)) == cfg.k_tile * cfg.itemsize // 32 * cfg.m_atoms
+    assert ops["UTMALDG.2D"] == 2 * cfg.panels  # A and B, one box per K panel
+    assert ops["UTMASTG.2D"] == cfg.bn // (128 // cfg.out_itemsize) * cfg.m_atoms  # one per epilogue panel
+    assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
+    assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
+    assert not any(op.startswith(("LDL", "STL")) for op in ops), "local memory: spills or an indexed array"
+    res = kernel_resources(cubin)
+    assert res.frame_bytes == 0 and 0 < res.registers * cfg.threads <= 65536
+    check_register_split(cfg, res)
+
+
+def test_kernel_resources_reads_registers_of_the_named_kernel(built):
+    _, cubin = built
+    assert kernel_resources(cubin).registers >= 128  # 128 accumulator floats per consumer thread at least
+    with pytest.raises(KeyError):
+        kernel_resources(cubin, "no_such_kernel")
+
+
+@pytest.mark.parametrize("name", ["bf16", "swizzle none", "e4m3 swizzle 64B", "1 consumer 2 atoms", "f16->f32"])
+def test_descriptors_read_the_right_elements_of_every_stage(name):
+    """The compiled-in descriptors, moved per consumer and stage as the kernel moves them, over TMA images of
+    ragged operands (zero fill past every edge): the float64 sums equal A . B^T exactly."""
+    cfg = CONFIGS[name]
+    rng = np.random.default_rng(15)
+    m, n = cfg.bm + 3, cfg.bn + 40
+    k = cfg.k_tile * 2 + 16 // cfg.itemsize  # a partial last k-block
+    a, b = exact_operands(rng, cfg.dtype, m, n, k)
+    got = model.mainloop(cfg, a, b)
+    np.testing.assert_array_equal(got, a.astype(np.float64) @ b.astype(np.float64).T)
+
+
+def test_a_wrong_descriptor_is_caught_by_the_model():
+    """The model is not vacuous: 128B-swizzle B descriptors over a stage that TMA loaded with 64B swizzle, or
+    the B descriptors of the next k-step, read the wrong elements."""
+    good_cfg, cfg = CONFIGS["bf16"], CONFIGS["swizzle 64B"]
+    rng = np.random.default_rng(1)
+    a, b = exact_operands(rng, cfg.dtype, 128, 256, 64)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    d = cfg.defines()
+    np.testing.assert_array_equal(model.mainloop(cfg, a, b, d), want)
+    wrong_swizzle = {**d, "GEMM_DESC_B": good_cfg.defines()["GEMM_DESC_B"]}  # same stage offset, 128B layout
+    steps = d["GEMM_DESC_B"].split(",")
+    shifted = {**d, "GEMM_DESC_B": ",".join(steps[1:] + steps[:1])}
+    for wrong in (wrong_swizzle, shifted):
+        assert not np.array_equal(model.mainloop(cfg, a, b, wrong), want)
+
+
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_epilogue_writes_where_the_swizzled_tma_store_reads(out):
+    """Each thread's accumulator pair lands at the staging byte a 128B-swizzled store box reads for its row and
+    column (accumulator map from the wgmma oracle, box addresses from the TMA oracle)."""
+    cfg = GemmConfig(out_dtype=out)
+    e, cols = cfg.out_itemsize, 128 // cfg.out_itemsize
+    box = TensorMapSpec.create(out, (64, cols), (64, cols), swizzle=Swizzle.B128)
+    addresses = tma_oracle.box_row_addresses(box, 0)
+    seen = []
+    for panel in range(cfg.bn // cols):
+        at, row, col = model.staging_addresses(cfg, panel)
+        np.testing.assert_array_equal(at, addresses[row, col * e])
+        seen.append(np.stack([row, col], -1).reshape(-1, 2))
+    for s in seen:  # 128 threads x pairs cover the 64 x cols panel once, two columns per pair
+        assert len({tuple(v) for v in s}) == 64 * cols // 2
+
+
+def test_reference_is_exact_on_integer_data():
+    rng = np.random.default_rng(3)
+    for dtype in ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2"):
+        a, b = exact_operands(rng, dtype, 37, 24, 96)
+        assert set(np.unique(a.astype(np.float32))) <= set(range(-3, 4))
+        exact = a.astype(np.int64) @ b.astype(np.int64).T
+        for out in ("float32", "bfloat16", "float16"):
+            got = reference_gemm(a, b, alpha=0.5, out_dtype=out)
+            assert got.dtype == value_dtype(out)
+            np.testing.assert_array_equal(got.astype(np.float64),
+                                          (exact * 0.5).astype(np.float32).astype(value_dtype(out)).astype(float))
+    with pytest.raises(ValueError):
+        exact_operands(rng, "bfloat16", 2, 2, 1 << 21)
+
+
+@pytest.mark.parametrize("change, rule", [
+    ({"dtype": "float32"}, "dtype"), ({"out_dtype": "int8"}, "out_dtype"), ({"mma": "mma_sync"}, "mma_kind"),
+    ({"cluster_m": 2}, "cluster_multicast"), ({"swizzle": "16B"}, "swizzle"), ({"consumers": 3}, "consumers"),
+    ({"bm": 96}, "tile_m"), ({"bm": 320}, "tile_m"), ({"bn": 200}, "tile_n"), ({"bn": 64}, "tile_n"),
+    ({"bk": 40}, "tile_k"), ({"bm": 128, "consumers": 1}, "accumulator_registers"), ({"stages": 9}, "stages"),
+    ({"stages": 5}, "smem_capacity"), ({"producer_regs": 20}, "setmaxnreg_range"),
+    ({"consumer_regs": 256}, "register_budget"), ({"group_m": 0}, "group_m"), ({"inflight": 2}, "inflight"),
+])
+def test_rules_refuse_what_the_kernel_cannot_take(change, rule):
+    with pytest.raises(GemmError) as exc:
+        GemmConfig(**change).check()
+    assert exc.value.rule == rule
+    assert "fix:" in str(exc.value)
+
+
+def test_setmaxnreg_direction_rule():
+    cfg = GemmConfig(producer_regs=40, consumer_regs=160)
+    with pytest.raises(GemmError, match="setmaxnreg_direction"):
+        check_register_split(cfg, KernelResources(registers=168, frame_bytes=0))
+    with pytest.raises(GemmError, match="setmaxnreg_direction"):
+        check_register_split(GemmConfig(producer_regs=200), KernelResources(registers=168, frame_bytes=0))
+    check_register_split(GemmConfig(setmaxnreg=False, consumer_regs=8), KernelResources(168, 0))
+
+
+@pytest.mark.parametrize("dtype, out, m, n, k, rule", [
+    ("bfloat16", "bfloat16", 128, 128, 100, "k_alignment"),
+    ("float8_e4m3fn", "bfloat16", 128, 128, 40, "k_alignment"),
+    ("bfloat16", "bfloat16", 128, 100, 64, "n_alignment"),
+    ("bfloat16", "float32", 128, 102, 64, "n_alignment"),
+    ("bfloat16", "bfloat16", 0, 128, 64, "shape_range"),
+])
+def test_problem_shapes_tma_cannot_describe_are_refused(dtype, out, m, n, k, rule):
+    with pytest.raises(GemmError) as exc:
+        GemmConfig(dtype=dtype, out_dtype=out).check_problem(m, n, k)
+    assert exc.value.rule == rule
+
+
+def test_ragged_shapes_map_to_valid_tensor_maps():
+    """Any M, N, K with 16-byte rows: the maps validate (edges are the loads' zero fill and the stores' clip)."""
+    for cfg in (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(out_dtype="float32", swizzle="none")):
+        for m, n, k in ((1, 8, 16), (129, 264, 80), (16, 8192, 8192)):
+            for spec in map_specs(cfg, m, n, k, 1 << 20, 1 << 30, 1 << 34):
+                spec.validate()
+
+
+def test_smem_and_grid():
+    cfg = GemmConfig()
+    assert cfg.smem_bytes == 1024 + 4 * (128 + 256) * 64 * 2 + 2 * 2 * 8192 <= 232448
+    assert cfg.grid(8192, 8192, 132) == 132 and cfg.with_(persistent=False).grid(8192, 8192, 132) == 64 * 32
+    assert cfg.grid(16, 8192, 132) == 32

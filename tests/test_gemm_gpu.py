@@ -1,0 +1,173 @@
+"""The GEMM on the H200 (run in its own pytest process by scripts/gpu-check, step gemm_tests, so a device fault here
+cannot poison the main run).
+
+- exact: integer operands (every partial sum exact in fp32) for every input and output type, small, ragged and
+  more tiles than SMs, C poisoned before each launch, compared bit for bit with NumPy (ml_dtypes);
+- every claim configuration (swizzle, stages, consumers, setmaxnreg, inflight, tile order, persistence) exact on
+  a ragged and a many-tile shape;
+- a protocol that can never complete ends in BarrierTimeout naming the full barrier, not in a hang;
+- the poison shows tiles nobody wrote;
+- large random shapes against cuBLAS within bench.RTOL / ATOL (skipped without nvmath-python or torch), and one
+  timing figure per dtype at 4096^3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from drvtma.errors import BarrierTimeout
+from drvtma.gemm import bench
+from drvtma.gemm.config import GemmConfig
+from drvtma.gemm.launch import POISON_U32, Gemm
+from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
+
+pytestmark = pytest.mark.gpu
+
+SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+TYPES = [("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float16", "float16"), ("float16", "float32"),
+         ("float8_e4m3fn", "bfloat16"), ("float8_e5m2", "bfloat16")]
+# (M, N, K): one exact tile; the smallest legal problem; ragged in every dimension; deep K; two ragged tiles each
+# way; 17 x 9 = 153 tiles on 132 SMs (persistent CTAs take a second tile).
+SHAPES = [(128, 256, 64), (1, 8, 16), (129, 264, 80), (64, 512, 1024), (300, 776, 208), (2176, 2056, 128)]
+CLAIMS = {
+    "swizzle none": GemmConfig(swizzle="none"), "swizzle 32B": GemmConfig(swizzle="32B"),
+    "swizzle 64B": GemmConfig(swizzle="64B"), "1 stage": GemmConfig(stages=1), "2 stages": GemmConfig(stages=2),
+    "1 consumer": GemmConfig(bm=64, consumers=1),
+    "1 consumer 2 atoms": GemmConfig(bm=128, bn=128, consumers=1, consumer_regs=240, producer_regs=24),
+    "128x128": GemmConfig(bn=128), "setmaxnreg off": GemmConfig(setmaxnreg=False),
+    "inflight 1": GemmConfig(inflight=1), "tile per CTA": GemmConfig(persistent=False),
+    "row-major order": GemmConfig(group_m=1), "e4m3 swizzle 64B": GemmConfig(dtype="float8_e4m3fn", swizzle="64B"),
+}
+
+
+def record(test: str, **fields) -> None:
+    line = json.dumps({"test": test, **fields}, sort_keys=True)
+    print(line)
+    path = os.environ.get("DRVTMA_REPORT_JSONL")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+
+
+def _alpha(dtype: str) -> float:
+    return 0.5 * 0.25 if dtype.startswith("float8") else 1.0  # fp8: per-tensor scales, powers of two (exact)
+
+
+def _check_exact(gemm: Gemm, m: int, n: int, k: int, rng) -> None:
+    cfg = gemm.config
+    a, b = exact_operands(rng, cfg.dtype, m, n, k)
+    alpha = _alpha(cfg.dtype)
+    got = gemm.matmul(a, b, alpha=alpha)
+    want = reference_gemm(a, b, alpha=alpha, out_dtype=cfg.out_dtype)
+    bad = ~(got.astype(np.float64) == want.astype(np.float64))
+    assert not bad.any(), (f"{cfg.label()} {m}x{n}x{k}: {int(bad.sum())} of {bad.size} wrong, first at "
+                           f"{np.argwhere(bad)[0].tolist()}: {got[bad][:4]} vs {want[bad][:4]}")
+
+
+@pytest.mark.parametrize("dtype, out", TYPES, ids=[f"{a}->{b}" for a, b in TYPES])
+def test_exact_on_small_and_ragged_shapes(ctx, dtype, out):
+    gemm = Gemm(GemmConfig(dtype=dtype, out_dtype=out))
+    rng = np.random.default_rng(SEED)
+    for m, n, k in SHAPES:
+        _check_exact(gemm, m, n, k, rng)
+    record("gemm_exact", dtype=dtype, out_dtype=out, shapes=len(SHAPES), config=gemm.config.label())
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_every_claim_configuration_is_exact(ctx, name):
+    gemm = Gemm(CLAIMS[name])
+    rng = np.random.default_rng(SEED + 1)
+    for m, n, k in ((300, 776, 208), (2176, 2056, 128)):
+        _check_exact(gemm, m, n, k, rng)
+
+
+def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx):
+    """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves."""
+    cfg = GemmConfig()
+    gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
+    a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 128)
+    with pytest.raises(BarrierTimeout) as exc:
+        gemm.matmul(a, b)
+    first = exc.value.waits[0]
+    assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
+    assert "full barrier" in str(exc.value)
+    record("gemm_timeout", count=exc.value.count, first=str(first))
+
+
+def test_stores_clip_at_m_and_poison_shows_what_nobody_wrote(ctx):
+    """C holds 512 rows, the problem 200: rows 0..199 are exact, the 312 rows past M keep the poison (NaN), so the
+    clipped TMA stores of the last tile row wrote nothing past the edge."""
+    from drvtma.runtime.driver import DeviceBuffer
+
+    cfg = GemmConfig()
+    gemm = Gemm(cfg)
+    rows, m, n, k = 512, 200, 512, 64
+    a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, rows, n, k)
+    out = value_dtype(cfg.out_dtype)
+    with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \
+            DeviceBuffer(rows * n * out.itemsize) as dc, gemm.bind(da, db, dc, m, n, k) as op:
+        op.run_checked()
+        got = dc.download(out, (rows, n)).astype(np.float32)
+    want = reference_gemm(a[:m], b, out_dtype=cfg.out_dtype).astype(np.float32)
+    np.testing.assert_array_equal(got[:m], want)
+    assert np.isnan(got[m:]).all()
+
+
+@pytest.fixture(scope="module")
+def cublas(ctx):
+    from drvtma.gemm.cublas import NoCublasError, open_cublas
+
+    try:
+        lib = open_cublas()
+    except NoCublasError as exc:
+        pytest.skip(str(exc))
+    yield lib
+    lib.close()
+
+
+@pytest.mark.parametrize("dtype, m, n, k", [("bfloat16", 4096, 4096, 4096), ("bfloat16", 16, 8192, 8192),
+                                            ("bfloat16", 1000, 3000, 2056), ("float8_e4m3fn", 4096, 4096, 4096),
+                                            ("float16", 2048, 2048, 2048)])
+def test_large_random_shapes_match_cublas(cublas, dtype, m, n, k):
+    from drvtma.runtime.driver import DeviceBuffer
+
+    cfg = GemmConfig(dtype=dtype, out_dtype="float16" if dtype == "float16" else "bfloat16")
+    gemm = Gemm(cfg)
+    a, b = random_operands(np.random.default_rng(SEED), dtype, m, n, k)
+    alpha = _alpha(dtype)
+    out = value_dtype(cfg.out_dtype)
+    with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \
+            DeviceBuffer(m * n * out.itemsize) as dc, DeviceBuffer(m * n * out.itemsize) as dref, \
+            gemm.bind(da, db, dc, m, n, k, alpha=alpha) as op:
+        theirs = cublas.plan(da, db, dref, m, n, k, dtype, cfg.out_dtype, alpha)
+        try:
+            dref.fill_u32(POISON_U32)
+            theirs()
+            if hasattr(theirs, "copy_back"):
+                theirs.copy_back()
+        finally:
+            theirs.release()
+        op.run_checked()
+        err = bench.compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype)
+    record("gemm_vs_cublas", dtype=dtype, m=m, n=n, k=k, error_in_tolerances=round(err, 3),
+           cublas=cublas.describe())
+    assert err <= 1.0, f"{dtype} {m}x{n}x{k}: worst element {err:.3g} x the tolerance away from cuBLAS"
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn"])
+def test_speed_figure_at_4096(cublas, dtype):
+    """Verified, then timed against cuBLAS (ABBA, L2 flushed): one figure line; no target asserted here."""
+    from drvtma.runtime.driver import DeviceBuffer, device_properties
+
+    gemm = Gemm(GemmConfig(dtype=dtype))
+    with DeviceBuffer(2 * device_properties().l2_bytes) as flush_buf:
+        p = bench.bench_point(gemm, cublas, dtype, 4096, 4096, 4096, runs=10, warmups=2,
+                              flush=lambda: flush_buf.fill_u32(0x5A5A5A5A), rng=np.random.default_rng(SEED),
+                              alpha=_alpha(dtype))
+    assert p.verified, p.note
+    record("gemm_speed", **p.figure(), sm_mhz=p.smi_after.get("sm_mhz"), power_w=p.smi_after.get("power_w"),
+           cublas=p.cublas_algo, cublas_kernels=p.cublas_kernels[:3])
