@@ -38,6 +38,7 @@ FAMILIES: dict[str, list[str]] = {
     "release_repro": [FAMILY_SCRIPT, "release_repro"],  # issue 11's one-stage ring, per-thread release
     "wgmma": [str(ROOT / "scripts" / "sanitize_wgmma.py")],              # every wgmma probe module
     "global_maps": [str(ROOT / "scripts" / "sanitize_global_maps.py")],  # maps in global memory, device edits
+    "gemm": [str(ROOT / "scripts" / "sanitize_gemm.py")],                # the GEMM: bf16, fp8, ragged, variants
 }
 
 TOOLS: dict[str, list[str]] = {
