@@ -285,3 +285,36 @@ class GemmConfig:
                 f"{self.consumers} consumer WG, swizzle {self.swizzle}, setmaxnreg {regs}, "
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
                 f"inflight {self.inflight}")
+
+
+# The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
+# 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` (next session) verifies and times each value;
+# values the kernel cannot take yet are refused by their rule (cluster_multicast, mma_kind), so the table shows it.
+CLAIMS: dict[str, tuple[str, tuple, dict]] = {
+    # claim: (field, values, other fields the sweep sets with it)
+    "swizzle choice changes performance 10-20%": ("swizzle", ("none", "32B", "64B", "128B"), {}),
+    "2-4 stages (128x256 tile: 4 fit)": ("stages", (1, 2, 3, 4), {}),
+    "2-4 stages (128x128 tile: 6 fit)": ("stages", (1, 2, 3, 4, 5, 6), {"bn": 128}),
+    "two consumer warpgroups": ("consumers", (1, 2), {}),  # 1: bm = 64 (128 accumulators a thread either way)
+    "setmaxnreg": ("setmaxnreg", (False, True), {}),
+    "persistent grid": ("persistent", (False, True), {}),
+    "tile order keeps L2 warm": ("group_m", (1, 4, 8, 16), {}),
+    "wgmma groups in flight": ("inflight", (0, 1), {}),
+    "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),
+    "2-CTA multicast": ("cluster_m", (1, 2), {}),
+    "traditional mma ~50% of peak": ("mma", ("mma_sync", "wgmma"), {}),
+}
+
+
+def claim_configs(claim: str, base: GemmConfig | None = None) -> list[GemmConfig]:
+    """The configurations one claim sweeps (bm follows the consumer count)."""
+    field_name, values, extra = CLAIMS[claim]
+    base = (base or GemmConfig()).with_(**extra)
+    out = []
+    for v in values:
+        change = {field_name: v}
+        if field_name == "consumers":
+            change["bm"] = 64 * v
+        out.append(base.with_(**change))
+    return out
+
