@@ -18,6 +18,7 @@ from tabulate import tabulate
 from drvtma import DeviceBuffer, load_module, synchronize
 from drvtma.runtime import compiler
 from drvtma.runtime.driver import call, cu
+from drvtma.runtime.figures import record_figure
 from drvtma.runtime.timing import collector_off
 
 
@@ -149,11 +150,7 @@ def main() -> int:
     print(tabulate([(k, f"{v:.3f}") for k, v in figures.items()], headers=["figure", "value"], tablefmt="github"))
     print(json.dumps({"bench": "core", **{k: round(v, 4) for k, v in figures.items()}}))
     if host is not None:
-        print(json.dumps(host))
-        path = os.environ.get("DRVTMA_REPORT_JSONL")
-        if path:
-            with open(path, "a") as f:
-                f.write(json.dumps(host, sort_keys=True) + "\n")
+        record_figure(host)
     return 0
 
 

@@ -6,13 +6,12 @@ Prints a table and one JSON line; checks the output bit for bit and says so (nev
 from __future__ import annotations
 
 import argparse
-import json
-import os
 
 import numpy as np
 from tabulate import tabulate
 
 from drvtma import DeviceBuffer, StatusBuffer, device_properties, load_module
+from drvtma.runtime.figures import record_figure
 from drvtma.runtime.timing import gb_per_s, time_copy, time_launches
 from drvtma.tma.spec import TensorMapSpec
 from drvtma.tma.encode import encode_tiled
@@ -87,10 +86,7 @@ def main() -> int:
                    headers=["kernel", "ms", "GB/s", "of memcpy", "config", "output"], tablefmt="github"))
     line = {"bench": "store_roundtrip", "device": props.name, "mib": args.mib, "box": args.box,
             "stages": args.stages, "results": results}
-    print(json.dumps(line))
-    if os.environ.get("DRVTMA_REPORT_JSONL"):
-        with open(os.environ["DRVTMA_REPORT_JSONL"], "a") as f:
-            f.write(json.dumps(line) + "\n")
+    record_figure(line)
     return 0
 
 

@@ -25,6 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from drvtma.runtime.figures import record_figure  # noqa: E402  (after the source root is on the path)
+
 FAMILY_SCRIPT = str(ROOT / "scripts" / "sanitize_family.py")
 
 # name -> Python arguments. One line per family; every kernel family of drvtma is listed here.
@@ -38,6 +41,7 @@ FAMILIES: dict[str, list[str]] = {
     "release_repro": [FAMILY_SCRIPT, "release_repro"],  # issue 11's one-stage ring, per-thread release
     "wgmma": [str(ROOT / "scripts" / "sanitize_wgmma.py")],              # every wgmma probe module
     "global_maps": [str(ROOT / "scripts" / "sanitize_global_maps.py")],  # maps in global memory, device edits
+    "cluster": [str(ROOT / "scripts" / "sanitize_cluster.py")],          # multicast (2..16 CTAs), DSMEM
     "gemm": [str(ROOT / "scripts" / "sanitize_gemm.py")],                # the GEMM: bf16, fp8, ragged, variants
 }
 
@@ -106,10 +110,7 @@ def run_pair(sanitizer: str, tool: str, family: str, timeout: float, log_dir: Pa
 
 
 def record(figure: dict) -> None:
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps({k: v for k, v in figure.items() if k != "tail"}, sort_keys=True) + "\n")
+    record_figure({k: v for k, v in figure.items() if k != "tail"}, echo=False)
 
 
 def main() -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -18,11 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.runtime.figures import record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
 from drvtma.errors import ClusterError, CudaError
 from drvtma.runtime import cluster_launch
-from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
+from drvtma.testing import RngChooser
+from drvtma.testing.children import run_child
+from drvtma.testing.multicast import bulk_batch, tiled_batch
 from drvtma.tma.encode import encode_tiled
 from drvtma.tma.spec import TensorMapSpec
 
@@ -35,15 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # Every size 1, 2, 4, 8 and 16 over x, y and z (16 needs the non-portable attribute).
 SHAPES = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (4, 1, 1), (2, 2, 1), (1, 1, 4), (8, 1, 1), (4, 2, 1), (2, 2, 2),
           (1, 8, 1), (16, 1, 1), (4, 4, 1), (2, 4, 2), (8, 2, 1)]
-
-
-def record(test: str, **fields) -> None:
-    line = json.dumps({"test": test, **fields}, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +54,6 @@ def probe(ctx):
     p = P.MulticastProbe()
     yield p
     p.close()
-
-
-def _size(c) -> int:
-    return c[0] * c[1] * c[2]
 
 
 # ---------------------------------------------------------------------------------------------- launch checks
@@ -106,13 +95,13 @@ def _identity(kernel, cluster, clusters, shared_mem=0):
     from drvtma.runtime.driver import DeviceBuffer
     from drvtma.runtime.status import StatusBuffer
 
-    total = _size(cluster) * clusters
+    total = P.cluster_size(cluster) * clusters
     with DeviceBuffer(total * 32) as ids, DeviceBuffer(total * 1024) as rec, DeviceBuffer(total * 1024) as lod, \
             StatusBuffer() as status:
         kernel.launch(ids, rec, lod, status, grid=(cluster[0] * clusters, cluster[1], cluster[2]), block=P.THREADS,
                       shared_mem=shared_mem, cluster=cluster)
         status.check(kernel.name)
-        n = _size(cluster)
+        n = P.cluster_size(cluster)
         return ids.download(np.uint32, (clusters, n, 8)), rec.download(np.uint32, (clusters, n, 256)), None
 
 
@@ -182,10 +171,8 @@ print("CHILD-RESULT " + json.dumps(out))
 
 
 def _child(script: str, *argv, timeout=40) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        proc = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=timeout,
-                              env=env, cwd=ROOT)
+        proc = run_child(script, *argv, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"result": f"hang (killed after {timeout} s)"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CHILD-RESULT ")]
@@ -208,8 +195,8 @@ def test_what_the_driver_says_to_the_shapes_drvtma_refuses(ctx):
 @pytest.mark.parametrize("cluster", SHAPES, ids=lambda c: "x".join(map(str, c)))
 def test_rank_distributed_stores_loads_and_remote_arrives(ctx, cluster):
     clusters = 3
-    ids, received, loaded = P.run_identity(cluster, clusters, non_portable=_size(cluster) > 8)
-    n = _size(cluster)
+    ids, received, loaded = P.run_identity(cluster, clusters, non_portable=P.cluster_size(cluster) > 8)
+    n = P.cluster_size(cluster)
     for k in range(clusters):
         for r in range(n):
             assert ids[k, r, 6] == r and ids[k, r, 7] == n and M.cta_rank(ids[k, r, 3:6], cluster) == r, ids[k, r]
@@ -233,38 +220,6 @@ def test_ctamask_bit_r_is_the_cta_of_cluster_rank_r(probe, pool):
     record("multicast_mask_bit_is_rank", cluster=[4, 2, 1], ops=len(ops), mismatches=0)
 
 
-def _tiled_batch(ch, rng, cluster, pool):
-    buf, host = pool
-    ctas, slots = _size(cluster), ch.integer(1, 4)
-    per_slot = (40 << 10 if ctas > 8 else 96 << 10) // slots - 1024
-    spec = build_valid_spec(ch, interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
-                            max_smem_bytes=min(per_slot, ch.choice([1024, 4096, 16384])), max_extent_bytes=4 << 20)
-    align = ch.choice([16, 128, 1024])
-    offset = ch.integer(0, (POOL_BYTES - spec.extent_bytes - 1024) // align) * align
-    spec = spec.replace(base_address=buf.ptr + offset)
-    box_offset = 128 * ch.integer(0, 7)
-    op_lists = [M.random_cluster_ops(rng, ctas, slots, lambda r: (build_coordinates(ch, spec), None))
-                for _ in range(max(2, 128 // ctas))]
-    batch = P.Batch(cluster, op_lists, slots, M.slot_bytes_for(spec, box_offset), box_offset, spec,
-                    poison=ch.integer(0, (1 << 32) - 1))
-    return batch, dict(tmap=encode_tiled(spec)), host[offset:offset + spec.extent_bytes]
-
-
-def _bulk_batch(ch, rng, cluster, pool):
-    buf, host = pool
-    ctas, slots = _size(cluster), ch.integer(1, 4)
-    most = 16 * ch.choice([4, 64, 512])
-    box_offset = 16 * ch.integer(0, 63)
-
-    def source(r):
-        return None, (16 * ch.integer(0, (POOL_BYTES - most) // 16), 16 * ch.integer(1, most // 16))
-
-    op_lists = [M.random_cluster_ops(rng, ctas, slots, source) for _ in range(max(2, 128 // ctas))]
-    batch = P.Batch(cluster, op_lists, slots, M.slot_bytes_for(None, box_offset, most), box_offset,
-                    poison=ch.integer(0, (1 << 32) - 1))
-    return batch, dict(source=buf), host
-
-
 def test_multicast_fuzz_every_receiving_cta_byte_for_byte(probe, pool):
     rng = np.random.default_rng(SEED + 13)
     ch = RngChooser(rng)
@@ -273,8 +228,8 @@ def test_multicast_fuzz_every_receiving_cta_byte_for_byte(probe, pool):
     i = 0
     while totals["cases"] < FUZZ_CASES or i < len(SHAPES):
         cluster = SHAPES[i % len(SHAPES)]
-        make = _bulk_batch if i % 4 == 3 else _tiled_batch
-        batch, run_args, global_bytes = make(ch, rng, cluster, pool)
+        make = bulk_batch if i % 4 == 3 else tiled_batch
+        batch, run_args, global_bytes = make(ch, rng, cluster, *pool)
         if ch.chance(0.125):
             batch.flags = P.HAZARD_FLAGS["late_expect"]  # the bytes land before the receivers arm (tx < 0)
             totals["late_expect_batches"] += 1

@@ -15,8 +15,8 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
+from drvtma.testing.children import child_env
 from drvtma.cli.main import main
-from drvtma.fuzz import report
 from drvtma.fuzz import loads as fuzz_loads
 from drvtma.fuzz.campaign import build_case, merge_results, run_campaign
 from drvtma.fuzz.choosers import ChooserGenerator, RecordingChooser, case_seed
@@ -340,10 +340,7 @@ def test_plugin_fixtures_skip_with_the_drivers_message_without_a_gpu(tmp_path):
         "    from hypothesis import settings\n"
         "    assert settings.get_profile('drvtma-ci').deadline is None\n"
         "    assert settings.default.max_examples == 2000\n")
-    env = {"DRVTMA_HYPOTHESIS_PROFILE": "gpu-long", "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    import os
-
-    env = {**os.environ, **env}
+    env = child_env(DRVTMA_HYPOTHESIS_PROFILE="gpu-long")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
                            "drvtma.testing.plugin", "-rs", str(tmp_path / "test_user.py")],
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)

@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from drvtma.runtime.figures import record_test as record
 from drvtma.cli.main import main
 from drvtma.fuzz import loads as fuzz_loads
 from drvtma.fuzz.campaign import bound_by, run_campaign
@@ -22,15 +23,6 @@ pytestmark = pytest.mark.gpu
 
 SECONDS = float(os.environ.get("DRVTMA_FUZZ_SECONDS", "3"))
 SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
-
-
-def record(test: str, **fields) -> None:
-    line = json.dumps({"test": test, **fields}, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 @pytest.mark.parametrize("name", ["loads", "encode", "stores", "reductions"])

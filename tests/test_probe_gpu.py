@@ -9,7 +9,6 @@ named by DRVTMA_REPORT_JSONL when that is set.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import textwrap
 import time
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.runtime.figures import record_test as record
 from drvtma.tma import oracle
 from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import CudaError, TensorMapError
@@ -36,15 +36,6 @@ FUZZ_BOXES = int(os.environ.get("DRVTMA_FUZZ_BOXES", "2000"))
 SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
 POOL_BYTES = 64 << 20
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def record(test: str, **fields) -> None:
-    line = json.dumps({"test": test, **fields}, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 @pytest.fixture(scope="module")

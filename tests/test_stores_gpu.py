@@ -14,6 +14,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from drvtma.runtime.figures import record_test as record
 from drvtma import load_module
 from drvtma.tma import store_probe as P
 from drvtma.tma import stores as S
@@ -27,13 +28,6 @@ pytestmark = pytest.mark.gpu
 FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_STORES", "1000"))
 BATCH = 250
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def record(**figures) -> None:
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(figures, sort_keys=True) + "\n")
 
 
 @pytest.fixture(scope="module")

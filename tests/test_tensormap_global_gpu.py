@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.runtime.figures import record_test as record
 from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
@@ -32,13 +33,6 @@ DECODE_SPECS = int(os.environ.get("DRVTMA_DECODE_SPECS", "100000"))
 POOL_BYTES = 32 << 20
 SEED = 14
 DUMPS = os.environ.get("DRVTMA_REPLACE_DUMPS")  # where to write the device's edits (CPU test data)
-
-
-def record(**figures) -> None:
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(figures, sort_keys=True) + "\n")
 
 
 @pytest.fixture(scope="module")

@@ -5,14 +5,13 @@ Faults and hangs are kept in child processes; every wait is bounded. Figures go 
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from drvtma.testing.children import run_child
+from drvtma.runtime.figures import record_test as record
 from drvtma.tma.decode import fields
 from drvtma.tma.encode import encode_tiled
 from drvtma.tma.spec import TensorMapSpec
@@ -21,13 +20,6 @@ pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_BYTES = 16 << 20
-
-
-def record(**figures) -> None:
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(figures, sort_keys=True) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +135,7 @@ print(json.dumps(out))
 
 
 def _child(job: dict) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(job)], capture_output=True, text=True,
-                          timeout=90, env=env)
+    proc = run_child(CHILD, json.dumps(job), timeout=90)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     assert lines, f"child exited {proc.returncode} without a result:\n{proc.stdout[-1500:]}\n{proc.stderr[-2500:]}"
     return json.loads(lines[-1])

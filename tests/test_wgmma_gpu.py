@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from drvtma.runtime.figures import record_test as record
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle
 from drvtma.wgmma.descriptor import SmemDescriptor, WgmmaSwizzle
@@ -27,15 +28,6 @@ pytestmark = pytest.mark.gpu
 FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_WGMMA", "600"))
 SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
 CASES_PER_LAUNCH = 48
-
-
-def record(test: str, **fields) -> None:
-    line = json.dumps({"test": test, **fields}, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import secrets
 import sys
 from pathlib import Path
@@ -14,6 +12,7 @@ from ..fuzz.campaign import bound_by, run_campaign
 from ..fuzz.shard import parse_devices, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, open_database
 from ..fuzz.targets import get_target, target_names
+from ..runtime.figures import record_figure
 
 DEFAULT_OUT = "drvtma-fuzz"
 
@@ -52,13 +51,6 @@ def _load_spec(path: str | None):
 
     return TensorMapSpec.from_json(Path(path).read_text())
 
-
-def record_figure(figure: dict) -> None:
-    """Append a figure line for scripts/gpu-check (DRVTMA_REPORT_JSONL), as the GPU tests do."""
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(figure, sort_keys=True) + "\n")
 
 
 def fuzz_command(argv: list[str]) -> int:

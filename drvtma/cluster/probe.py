@@ -30,6 +30,12 @@ HAZARD_FLAGS = {"no_init_fence": 1, "no_init_sync": 2, "late_expect": 4, "no_exp
 STATE_DONE, STATE_EXACT = 1, 2  # the armed phase completed; a bare arrive then completed the next (no extra bytes)
 
 
+def cluster_size(cluster) -> int:
+    """CTAs in a cluster given as (x, y, z), (x, y), or x."""
+    x, y, z = _dims(cluster)
+    return x * y * z
+
+
 def _dims(cluster) -> tuple[int, int, int]:
     c = (cluster,) if isinstance(cluster, int) else tuple(cluster)
     return tuple(int(v) for v in c) + (1,) * (3 - len(c))

@@ -66,7 +66,7 @@ def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dic
 def to_markdown(result: CampaignResult, reproducers: list[str] | None = None) -> str:
     lines = [f"# drvtma fuzz {result.target}", "", headline(result), "",
              f"- what bounds the rate: {bound_by(result.timing)}",
-             f"- time in each part (s): " + ", ".join(f"{k} {v}" for k, v in result.timing.items()),
+             "- time in each part (s): " + ", ".join(f"{k} {v}" for k, v in result.timing.items()),
              f"- options: `{json.dumps(result.options, sort_keys=True)}`", ""]
     if result.known_failures:
         lines += [f"- {result.known_failures} failure(s) from the example database still fail", ""]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.figures import record_figure
 from .encode import encode_tiled
 from .global_maps import MapSlots
 from .spec import TensorMapSpec
@@ -103,8 +104,6 @@ def run_descriptor_bench(*, loads: int = 16, runs: int = 20, warmups: int = 3, l
 
 def descriptors_command(argv: list[str]) -> int:
     import argparse
-    import json
-    import os
 
     p = argparse.ArgumentParser(prog="drvtma bench descriptors", description=__doc__.splitlines()[0])
     p.add_argument("--loads", type=int, default=16, help="dependent loads per CTA (the slope's far end)")
@@ -113,8 +112,5 @@ def descriptors_command(argv: list[str]) -> int:
     args = p.parse_args(argv)
     result = run_descriptor_bench(loads=args.loads, runs=args.runs, launches=args.launches)
     print(result.text())
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(json.dumps(result.figures(), sort_keys=True) + "\n")
+    record_figure(result.figures(), echo=False)
     return 0

@@ -1,0 +1,24 @@
+"""Figure lines: one JSON object per measured or checked figure, printed and appended to $DRVTMA_REPORT_JSONL
+(scripts/gpu-check sets it and lists every line in its report). Tests, benchmarks and commands all record here."""
+
+from __future__ import annotations
+
+import json
+import os
+
+
+def record_figure(figure: dict, *, echo: bool = True) -> str:
+    """Record one figure (a JSON-ready dict); returns its line. `echo` also prints it."""
+    line = json.dumps(figure, sort_keys=True)
+    if echo:
+        print(line)
+    path = os.environ.get("DRVTMA_REPORT_JSONL")
+    if path:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    return line
+
+
+def record_test(test: str, **fields) -> str:
+    """A test's figure: ``{"test": test, **fields}``."""
+    return record_figure({"test": test, **fields})

@@ -1,0 +1,41 @@
+"""Random multicast batches for the cluster probe (`drvtma.cluster.probe`): the GPU fuzz and the sanitizer run
+draw them from here. Each returns (batch, run arguments, the global bytes the oracle reads)."""
+
+from __future__ import annotations
+
+from ..cluster import multicast as M
+from ..cluster import probe as P
+from ..tma.encode import encode_tiled
+from .strategies import build_coordinates, build_valid_spec
+
+
+def tiled_batch(ch, rng, cluster, buf, host):
+    """Tiled multicasts of one random valid map over `buf` (its bytes in `host`): 1-4 slots, shifted boxes."""
+    ctas, slots = P.cluster_size(cluster), ch.integer(1, 4)
+    per_slot = (40 << 10 if ctas > 8 else 96 << 10) // slots - 1024
+    spec = build_valid_spec(ch, interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
+                            max_smem_bytes=min(per_slot, ch.choice([1024, 4096, 16384])), max_extent_bytes=4 << 20)
+    align = ch.choice([16, 128, 1024])
+    offset = ch.integer(0, (host.size - spec.extent_bytes - 1024) // align) * align
+    spec = spec.replace(base_address=buf.ptr + offset)
+    box_offset = 128 * ch.integer(0, 7)
+    op_lists = [M.random_cluster_ops(rng, ctas, slots, lambda r: (build_coordinates(ch, spec), None))
+                for _ in range(max(2, 128 // ctas))]
+    batch = P.Batch(cluster, op_lists, slots, M.slot_bytes_for(spec, box_offset), box_offset, spec,
+                    poison=ch.integer(0, (1 << 32) - 1))
+    return batch, dict(tmap=encode_tiled(spec)), host[offset:offset + spec.extent_bytes]
+
+
+def bulk_batch(ch, rng, cluster, buf, host):
+    """1D bulk multicasts from random 16-byte-aligned ranges of `buf`."""
+    ctas, slots = P.cluster_size(cluster), ch.integer(1, 4)
+    most = 16 * ch.choice([4, 64, 512])
+    box_offset = 16 * ch.integer(0, 63)
+
+    def source(r):
+        return None, (16 * ch.integer(0, (host.size - most) // 16), 16 * ch.integer(1, most // 16))
+
+    op_lists = [M.random_cluster_ops(rng, ctas, slots, source) for _ in range(max(2, 128 // ctas))]
+    batch = P.Batch(cluster, op_lists, slots, M.slot_bytes_for(None, box_offset, most), box_offset,
+                    poison=ch.integer(0, (1 << 32) - 1))
+    return batch, dict(source=buf), host
