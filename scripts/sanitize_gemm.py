@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
-ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight and unswizzled variants; every
+ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled and mma.sync variants; every
 result compared exactly with NumPy on integer data; exits non-zero on a mismatch."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from drvtma.gemm.reference import exact_operands, reference_gemm  # noqa: E402
 from drvtma.runtime.driver import context  # noqa: E402
 
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
-           GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2))
+           GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
+           GemmConfig(mma="mma_sync"))
 
 
 def main() -> int:

@@ -41,6 +41,9 @@ CLAIMS = {
     "128x128": GemmConfig(bn=128), "setmaxnreg off": GemmConfig(setmaxnreg=False),
     "inflight 1": GemmConfig(inflight=1), "tile per CTA": GemmConfig(persistent=False),
     "row-major order": GemmConfig(group_m=1), "e4m3 swizzle 64B": GemmConfig(dtype="float8_e4m3fn", swizzle="64B"),
+    "mma.sync": GemmConfig(mma="mma_sync"),
+    "mma.sync f16->f32 128x128 none": GemmConfig(mma="mma_sync", dtype="float16", out_dtype="float32", bn=128,
+                                                 swizzle="none"),
 }
 
 

@@ -48,6 +48,55 @@ constexpr u32 kSiteConsumer = 1, kSiteProducer = 2;
 #define GEMM_MMA(d, da, db, sc) GEMM_OP(d, da, db, sc)
 #endif
 
+// ---- the mma.sync baseline (GEMM_MMA_SYNC=1, the seed's "traditional mma" claim): the same producer, ring and
+// epilogue; each consumer warp computes 64 rows x BN/4 columns from ldmatrix fragments with m16n8k16 (16-bit) or
+// m16n8k32 (fp8) mma.sync. Its accumulators sit in the same per-thread order as wgmma's (see acc_col_block).
+#ifndef GEMM_MMA_SYNC
+#define GEMM_MMA_SYNC 0
+#endif
+constexpr int WARP_N = BN / 4;            // mma.sync: columns of one consumer warp
+constexpr int NB = WARP_N / 8;            // its n8 blocks
+static_assert(!GEMM_MMA_SYNC || (M_ATOMS == 1 && NB % 2 == 0), "mma.sync: 64 rows x BN/4 columns per warp");
+constexpr u32 SPAN = GEMM_PANEL_ELEMS * GEMM_IN_BYTES;  // bytes of K one box row holds (16 without swizzle)
+constexpr u32 SWIZZLE_MASK = SPAN == 128 ? 7 : SPAN == 64 ? 3 : SPAN == 32 ? 1 : 0;
+
+// The shared address of byte `kbyte` of row `row` of an operand tile (panels of `box_bytes`, rows SPAN apart),
+// after the swizzle TMA wrote it with (chunk bits 4..6 ^= address bits 7..9, on the 1024-aligned stage).
+__device__ __forceinline__ u32 tile_byte(u32 tile, u32 box_bytes, int row, u32 kbyte) {
+    const u32 a = tile + (kbyte / SPAN) * box_bytes + row * SPAN + kbyte % SPAN;
+    return a ^ (((a >> 7) & SWIZZLE_MASK) << 4);
+}
+__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr) : "memory");
+}
+#if GEMM_IN == 0
+#define GEMM_MMA_SYNC_PTX "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#elif GEMM_IN == 1
+#define GEMM_MMA_SYNC_PTX "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#elif GEMM_IN == 2
+#define GEMM_MMA_SYNC_PTX "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"
+#else
+#define GEMM_MMA_SYNC_PTX "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"
+#endif
+// One m16n8 x (32 bytes of K) product: a = 4 registers (rows g, g + 8; K bytes 0-15 and 16-31), b = 2 (n = g).
+__device__ __forceinline__ void mma_sync(float* d, const u32 (&a)[4], u32 b0, u32 b1) {
+    asm volatile(GEMM_MMA_SYNC_PTX " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Where accumulator pair (i, i + 1) of a consumer thread sits in its warpgroup's 64-row slice: row
+// 16 * (w or atom) + g + 8 * ((i >> 1) & 1), columns acc_col_block(i, w) + 2c + {0, 1}. wgmma: warp w owns rows
+// 16w.., value i is in column block 8 (i >> 2). mma.sync: value i = 4 (mi NB + j) + r is m16 atom mi, n8 block j
+// of warp w's columns.
+__device__ __forceinline__ int acc_row(int i, int w, int g) {
+    return (GEMM_MMA_SYNC ? 16 * ((i >> 2) / NB) : 16 * w) + g + 8 * ((i >> 1) & 1);
+}
+__device__ __forceinline__ int acc_col_block(int i, int w) {
+    return GEMM_MMA_SYNC ? w * WARP_N + 8 * ((i >> 2) % NB) : 8 * (i >> 2);
+}
+
 // A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
@@ -133,6 +182,35 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             if (!mbar_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return;
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
             const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
+#if GEMM_MMA_SYNC
+            // lane l feeds row l & 7 of 8x8 matrix l >> 3: A matrices (rows 0-7 | 8-15) x (K bytes 0-15 | 16-31),
+            // B matrices (K bytes 0-15 | 16-31) x (n 0-7 | 8-15)
+            const int lane = t % 32, q = lane >> 3;
+            if (kb == 0) {
+#pragma unroll
+                for (int i = 0; i < ND; ++i) acc[0][i] = 0.f;
+            }
+#pragma unroll
+            for (int s = 0; s < STEPS; ++s) {
+                u32 af[4][4];
+#pragma unroll
+                for (int mi = 0; mi < 4; ++mi)
+                    ldmatrix_x4(af[mi], tile_byte(a_base, A_BOX_BYTES, 16 * mi + (q & 1) * 8 + (lane & 7),
+                                                  32 * s + (q >> 1) * 16));
+#pragma unroll
+                for (int jj = 0; jj < NB / 2; ++jj) {
+                    u32 bf[4];
+                    ldmatrix_x4(bf, tile_byte(stage_base + A_BYTES, B_BOX_BYTES,
+                                              w * WARP_N + 16 * jj + (q >> 1) * 8 + (lane & 7), 32 * s + (q & 1) * 16));
+#pragma unroll
+                    for (int mi = 0; mi < 4; ++mi) {
+                        mma_sync(&acc[0][4 * (mi * NB + 2 * jj)], af[mi], bf[0], bf[1]);
+                        mma_sync(&acc[0][4 * (mi * NB + 2 * jj + 1)], af[mi], bf[2], bf[3]);
+                    }
+                }
+            }
+            release(empty, rc.stage);  // ldmatrix has read the stage into registers
+#else
             wgmma_fence();
 #pragma unroll
             for (int s = 0; s < STEPS; ++s) {
@@ -142,7 +220,9 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                     GEMM_MMA(acc[a], wgmma_desc_at(desc_a[a * STEPS + s], a_base), db, (kb > 0 || s > 0) ? 1u : 0u);
             }
             wgmma_commit();
-#if GEMM_INFLIGHT
+#endif
+#if GEMM_MMA_SYNC
+#elif GEMM_INFLIGHT
             // keep this k-block's group running; the previous one is complete, so its stage goes back
             wgmma_wait<1>();
             if (previous >= 0) release(empty, previous);
@@ -153,8 +233,10 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 #endif
             rc.advance(STAGES);
         }
+#if !GEMM_MMA_SYNC
         wgmma_wait<0>();
         if (previous >= 0) release(empty, previous);
+#endif
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a)
 #pragma unroll
@@ -173,10 +255,11 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                 if (store_issuer) bulk_wait_read<1>();  // the store that last read this buffer is done with it
                 warpgroup_bar(1 + cw);
 #pragma unroll
-                for (int q = 0; q < EPI_COLS / 4; ++q) {
-                    const int i = p * (EPI_COLS / 2) + 2 * q;  // accumulator pair (i, i + 1): one row, 2 columns
-                    const int row = 16 * w + g + 8 * ((i >> 1) & 1);
-                    const u32 byte = (8 * (q / 2) + 2 * c) * OUT_BYTES;
+                for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
+                    const int block = acc_col_block(i, w) - p * EPI_COLS;  // compile-time for wgmma
+                    if (block < 0 || block >= EPI_COLS) continue;
+                    const int row = acc_row(i, w, g);
+                    const u32 byte = (block + 2 * c) * OUT_BYTES;
                     const u32 at = row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
                     store_pair(buf + at, acc[a][i] * alpha, acc[a][i + 1] * alpha);
                 }

@@ -7,7 +7,8 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - consumers: 1 or 2 consumer warpgroups; setmaxnreg: on / off (producer_regs / consumer_regs when on);
 - persistent: one CTA per SM walking tiles, or one tile per CTA; group_m: tile order (1 = row-major);
 - inflight: wgmma groups left running while the next stage is issued (0 or 1);
-- dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2-CTA multicast (not built yet: refused by rule).
+- dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2-CTA multicast (not built yet: refused by rule);
+- mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak").
 """
 
 from __future__ import annotations
@@ -163,9 +164,9 @@ class GemmConfig:
         if self.out_dtype not in OUT_DTYPES:
             yield GemmError("out_dtype", "out_dtype", self.out_dtype, f"use one of {', '.join(OUT_DTYPES)}")
             return
-        if self.mma != "wgmma":
-            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma'",
-                            "the mma.sync baseline of the '~50% of peak' claim is not built yet")
+        if self.mma not in ("wgmma", "mma_sync"):
+            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the seed's traditional-mma "
+                            "baseline)")
         if self.cluster_m != 1:
             yield GemmError("cluster_multicast", "cluster_m", self.cluster_m, "use 1",
                             "2-CTA clusters with multicast of B are not built yet (cu/include/drvtma/cluster.cuh "
@@ -191,6 +192,13 @@ class GemmConfig:
                             f"use a multiple of {max(self.panel_elems, 32 // self.itemsize)} (whole {self.span}-B "
                             "panels and 32-B wgmma k-steps)")
             return
+        if self.mma == "mma_sync" and (self.m_atoms != 1 or self.bn % 64):
+            yield GemmError("mma_sync_tile", "bm, bn", (self.bm, self.bn),
+                            f"use bm = {64 * self.consumers} (64 rows per consumer) and bn 128 or 256",
+                            "each mma.sync warp computes its warpgroup's 64 rows x bn / 4 columns")
+        if self.mma == "mma_sync" and self.itemsize == 1:
+            yield GemmError("mma_sync_dtype", "dtype", self.dtype, "use bfloat16 or float16 with mma='mma_sync'",
+                            "sm_90 has no fp8 mma.sync: ptxas emulates m16n8k32 with two fp16 HMMAs and spills")
         acc = self.m_atoms * self.bn // 2
         if acc > MAX_ACC_REGS:
             yield GemmError("accumulator_registers", "bm, bn", (self.bm, self.bn),
@@ -268,6 +276,8 @@ class GemmConfig:
             "GEMM_PRODUCER_REGS": self.producer_regs if regs else 0,
             "GEMM_CONSUMER_REGS": self.consumer_regs if regs else 0,
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
+            "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
+            "GEMM_MMA_SYNC": int(self.mma == "mma_sync"),
         }
 
     # ---- launch shape
@@ -284,12 +294,12 @@ class GemmConfig:
         return (f"{self.dtype}->{self.out_dtype} {self.bm}x{self.bn}x{self.k_tile} {self.stages} stages, "
                 f"{self.consumers} consumer WG, swizzle {self.swizzle}, setmaxnreg {regs}, "
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
-                f"inflight {self.inflight}")
+                f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else ""))
 
 
 # The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
 # 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` (next session) verifies and times each value;
-# values the kernel cannot take yet are refused by their rule (cluster_multicast, mma_kind), so the table shows it.
+# values the kernel cannot take yet are refused by their rule (cluster_multicast), so the table shows it.
 CLAIMS: dict[str, tuple[str, tuple, dict]] = {
     # claim: (field, values, other fields the sweep sets with it)
     "swizzle choice changes performance 10-20%": ("swizzle", ("none", "32B", "64B", "128B"), {}),

@@ -33,24 +33,17 @@ def _moved(desc: SmemDescriptor, base: int) -> SmemDescriptor:
     return desc.replace(start=start << 4)
 
 
-def mainloop(config: GemmConfig, a: np.ndarray, b: np.ndarray, defines: dict | None = None) -> np.ndarray:
-    """(M, N) float64: what the accumulators hold at the end of every tile, modelled stage by stage (`defines`:
-    the kernel's compile-time values, default config.defines())."""
-    cfg = config.check()
-    d = cfg.defines() if defines is None else defines
-    desc_a, desc_b = _desc_list(d["GEMM_DESC_A"]), _desc_list(d["GEMM_DESC_B"])
+def _stage_images(cfg: GemmConfig, d: dict, a: np.ndarray, b: np.ndarray):
+    """(tm, tn, kb, stage image) for every tile and k-block, as the producer's TMA loads leave the stage."""
     t = cfg.wgmma
     m, k = a.shape
     n = b.shape[0]
     a_map = TensorMapSpec.create(t.tma_dtype, (m, k), cfg.box_spec("A").box, swizzle=cfg.box_spec("A").swizzle)
     b_map = TensorMapSpec.create(t.tma_dtype, (n, k), cfg.box_spec("B").box, swizzle=cfg.box_spec("B").swizzle)
     a_bytes, b_bytes = np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8)
-    a_box, b_box = d["GEMM_A_BOX_BYTES"], d["GEMM_B_BOX_BYTES"]
-    steps, bk, pe = d["GEMM_STEPS"], cfg.k_tile, cfg.panel_elems
-    out = np.zeros((math.ceil(m / cfg.bm) * cfg.bm, math.ceil(n / cfg.bn) * cfg.bn))
+    a_box, b_box, bk, pe = d["GEMM_A_BOX_BYTES"], d["GEMM_B_BOX_BYTES"], cfg.k_tile, cfg.panel_elems
     for tm in range(math.ceil(m / cfg.bm)):
         for tn in range(math.ceil(n / cfg.bn)):
-            acc = np.zeros((cfg.bm, cfg.bn))
             for kb in range(math.ceil(k / bk)):
                 stage = np.zeros(cfg.stage_bytes, dtype=np.uint8)
                 for p in range(cfg.panels):
@@ -60,16 +53,109 @@ def mainloop(config: GemmConfig, a: np.ndarray, b: np.ndarray, defines: dict | N
                     at = cfg.a_bytes + p * b_box
                     stage[at:at + b_box] = tma_oracle.load_image(b_map, b_bytes, (tn * cfg.bn, kb * bk + p * pe),
                                                                  image_address=at, image_bytes=b_box)
-                for s in range(steps):
-                    bs = t.from_bits(wgmma_oracle.gather(stage, 0, _moved(desc_b[s], 0), t, cfg.bn, "K"))
-                    for cw in range(cfg.consumers):
-                        for atom in range(cfg.m_atoms):
-                            da = _moved(desc_a[atom * steps + s], cw * d["GEMM_A_WG_BYTES"])
-                            av = t.from_bits(wgmma_oracle.gather(stage, 0, da, t, WGMMA_M, "K"))
-                            row = cw * cfg.wg_rows + atom * WGMMA_M
-                            acc[row:row + WGMMA_M] += av @ bs.T
-            out[tm * cfg.bm:(tm + 1) * cfg.bm, tn * cfg.bn:(tn + 1) * cfg.bn] = acc
+                yield tm, tn, kb, stage
+
+
+def mainloop(config: GemmConfig, a: np.ndarray, b: np.ndarray, defines: dict | None = None) -> np.ndarray:
+    """(M, N) float64: what the accumulators hold at the end of every tile, modelled stage by stage (`defines`:
+    the kernel's compile-time values, default config.defines()). mma='mma_sync' goes through `mma_sync_tile`."""
+    cfg = config.check()
+    d = cfg.defines() if defines is None else defines
+    desc_a, desc_b = _desc_list(d["GEMM_DESC_A"]), _desc_list(d["GEMM_DESC_B"])
+    t = cfg.wgmma
+    m, n = a.shape[0], b.shape[0]
+    out = np.zeros((math.ceil(m / cfg.bm) * cfg.bm, math.ceil(n / cfg.bn) * cfg.bn))
+    for tm, tn, kb, stage in _stage_images(cfg, d, a, b):
+        tile = out[tm * cfg.bm:(tm + 1) * cfg.bm, tn * cfg.bn:(tn + 1) * cfg.bn]
+        if cfg.mma == "mma_sync":
+            tile += mma_sync_tile(cfg, d, stage)
+            continue
+        for s in range(d["GEMM_STEPS"]):
+            bs = t.from_bits(wgmma_oracle.gather(stage, 0, _moved(desc_b[s], 0), t, cfg.bn, "K"))
+            for cw in range(cfg.consumers):
+                for atom in range(cfg.m_atoms):
+                    da = _moved(desc_a[atom * d["GEMM_STEPS"] + s], cw * d["GEMM_A_WG_BYTES"])
+                    av = t.from_bits(wgmma_oracle.gather(stage, 0, da, t, WGMMA_M, "K"))
+                    row = cw * cfg.wg_rows + atom * WGMMA_M
+                    tile[row:row + WGMMA_M] += av @ bs.T
     return out[:m, :n]
+
+
+# ---- the mma.sync baseline: the kernel's ldmatrix addresses and fragment order, written out
+
+def tile_byte(cfg: GemmConfig, tile: int, box_bytes: int, row, kbyte):
+    """cu/gemm/gemm_ws.cu tile_byte: byte `kbyte` of row `row` in a panelled tile, after TMA's swizzle."""
+    span = cfg.span
+    mask = {128: 7, 64: 3, 32: 1, 16: 0}[span]
+    a = tile + (kbyte // span) * box_bytes + row * span + kbyte % span
+    return a ^ (((a >> 7) & mask) << 4)
+
+
+def _ldmatrix_x4(stage: np.ndarray, lane_addr: np.ndarray) -> np.ndarray:
+    """ldmatrix .x4 .b16: (32 lanes) row addresses -> (32 threads, 4 registers) of 4 bytes: register q of thread t
+    holds bytes 4 (t % 4).. of row t / 4 of matrix q, whose rows lanes 8q..8q+7 addressed."""
+    t = np.arange(32)
+    rows = lane_addr[(np.arange(4)[None, :] * 8 + (t // 4)[:, None])]  # (32, 4) row start of each register
+    idx = rows[..., None] + 4 * (t % 4)[:, None, None] + np.arange(4)
+    return stage[idx]  # (32, 4, 4) bytes
+
+
+def mma_sync_tile(cfg: GemmConfig, d: dict, stage: np.ndarray) -> np.ndarray:
+    """(bm, bn) float64 products of one stage through every consumer warp's ldmatrix and m16n8k16 mma.sync, put
+    where the epilogue stores them (acc_row, acc_col_block)."""
+    t = cfg.wgmma
+    e = t.itemsize
+    lane = np.arange(32)
+    q = lane >> 3
+    nb = cfg.bn // 4 // 8
+    out = np.zeros((cfg.bm, cfg.bn))
+    g, c = lane // 4, lane % 4
+    for cw in range(cfg.consumers):
+        a_base = cw * d["GEMM_A_WG_BYTES"]
+        for w in range(4):
+            acc = np.zeros((32, cfg.bn // 2))
+            for s in range(d["GEMM_STEPS"]):
+                for mi in range(4):
+                    af = _ldmatrix_x4(stage, tile_byte(cfg, a_base, d["GEMM_A_BOX_BYTES"],
+                                                       16 * mi + (q & 1) * 8 + (lane & 7), 32 * s + (q >> 1) * 16))
+                    a_vals = t.from_bits(af.reshape(32, 4, 4).view(t.carrier).reshape(32, 4, 4 // e))
+                    for jj in range(nb // 2):
+                        bf = _ldmatrix_x4(stage, tile_byte(cfg, cfg.a_bytes, d["GEMM_B_BOX_BYTES"],
+                                                           w * (cfg.bn // 4) + 16 * jj + (q >> 1) * 8 + (lane & 7),
+                                                           32 * s + (q & 1) * 16))
+                        b_vals = t.from_bits(bf.view(t.carrier).reshape(32, 4, 4 // e))
+                        for half, (b0, b1) in enumerate(((0, 1), (2, 3))):
+                            j = 2 * jj + half
+                            acc[:, 4 * (mi * nb + j):4 * (mi * nb + j) + 4] += _mma_m16n8(a_vals, b_vals[:, b0],
+                                                                                      b_vals[:, b1])
+            for i in range(0, cfg.bn // 2, 2):  # the epilogue's placement of pair (i, i + 1)
+                row = 16 * ((i >> 2) // nb) + g + 8 * ((i >> 1) & 1)
+                col = w * (cfg.bn // 4) + 8 * ((i >> 2) % nb) + 2 * c
+                out[cw * 64 + row, col] += acc[:, i]
+                out[cw * 64 + row, col + 1] += acc[:, i + 1]
+    return out
+
+
+def _mma_m16n8(a_regs: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """m16n8 x 32 bytes of K from register fragments (PTX ISA, mma.m16n8k16 .row.col): thread (g, c) holds A rows
+    g (regs 0, 2) and g + 8 (regs 1, 3) at K chunk c of bytes 0-15 (regs 0, 1) and 16-31 (regs 2, 3), B column g
+    at the same K (b0: bytes 0-15, b1: 16-31); D c0, c1 = row g, columns 2c, 2c + 1; c2, c3 = row g + 8."""
+    per = a_regs.shape[-1]  # elements per register
+    k = 2 * 4 * per  # K of one product, in elements
+    g, c = np.arange(32) // 4, np.arange(32) % 4
+    a = np.zeros((16, k))
+    bm = np.zeros((8, k))
+    for t in range(32):
+        for half in range(2):
+            cols = slice(half * k // 2 + per * c[t], half * k // 2 + per * (c[t] + 1))
+            a[g[t], cols] = a_regs[t, 2 * half]
+            a[g[t] + 8, cols] = a_regs[t, 2 * half + 1]
+            bm[g[t], cols] = (b0 if half == 0 else b1)[t]
+    dd = a @ bm.T
+    out = np.zeros((32, 4))
+    out[:, 0], out[:, 1] = dd[g, 2 * c], dd[g, 2 * c + 1]
+    out[:, 2], out[:, 3] = dd[g + 8, 2 * c], dd[g + 8, 2 * c + 1]
+    return out
 
 
 def staging_addresses(config: GemmConfig, panel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
