@@ -237,14 +237,15 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--warmups", type=int, default=3)
     p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
     p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
-    p.add_argument("--claims", action="store_true", help="sweep the seed's claims (next session: not built yet)")
+    p.add_argument("--claims", action="store_true",
+                   help="sweep the seed's claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
+    p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
+    p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
     p.add_argument("--out", help="directory for gemm.csv and gemm.md")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.claims:
-        print("drvtma bench gemm --claims is not built yet: each claim is one GemmConfig field "
-              "(drvtma/gemm/config.py)", file=sys.stderr)
-        return 2
+        return _claims_command(args, argv)
     try:
         shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
         assert all(len(s) == 3 for s in shapes)
@@ -265,3 +266,24 @@ def gemm_command(argv: list[str]) -> int:
         (out / "gemm.csv").write_text(result.csv_text())
         (out / "gemm.md").write_text(result.markdown(" ".join(["drvtma bench gemm", *argv])))
     return 0 if all(pt.verified for pt in result.points) else 1
+
+
+def _claims_command(args, argv) -> int:
+    from pathlib import Path
+
+    from .claims import run_claims
+    from .config import CLAIMS
+
+    shape = tuple(int(v) for v in args.claim_shape.lower().split("x"))
+    wanted = [w.strip() for w in (args.only_claims or "").split(",") if w.strip()]
+    claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]
+    result = run_claims(shape=shape, runs=args.runs, warmups=args.warmups, flush_l2=not args.no_flush,
+                        backend=args.backend, claims=claims, progress=None if args.quiet else sys.stderr)
+    print(result.text())
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "claims.csv").write_text(result.csv_text())
+        (out / "gemm-claims.md").write_text(result.markdown(" ".join(["drvtma bench gemm", *argv])))
+    return 0 if not any(p.note.startswith("MISMATCH") for p in result.points) else 1
+

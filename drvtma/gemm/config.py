@@ -325,6 +325,8 @@ def claim_configs(claim: str, base: GemmConfig | None = None) -> list[GemmConfig
         change = {field_name: v}
         if field_name == "consumers":
             change["bm"] = 64 * v
+        if field_name == "dtype" and v == "float16":
+            change["out_dtype"] = "float16"  # what torch's cuBLAS can write too (no fp16 -> bf16 there)
         out.append(base.with_(**change))
     return out
 

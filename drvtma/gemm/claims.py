@@ -1,0 +1,166 @@
+"""`drvtma bench gemm --claims`: the second seed's claims, each one GemmConfig field swept from the default
+(config.CLAIMS), on one shape, every configuration verified against cuBLAS before it is timed.
+
+Operands are made and uploaded once per input type; cuBLAS runs once per type as the reference and is timed once
+(same stream, events and L2 flush as bench gemm). Each configuration: compiled, its result on a poisoned C
+compared with cuBLAS's within bench.RTOL / ATOL, then timed (median of `runs`). Reported per point: TFLOP/s, the
+fraction of the dense peak (989.4 TFLOP/s 16-bit, 1978.9 fp8; H100/H200 SXM spec) and the ratio to cuBLAS;
+values the kernel refuses are listed with their rule. Output: a table, claims.csv and gemm-claims.md with --out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GemmError
+from .bench import compare, read_smi, record
+from .config import CLAIMS, GemmConfig, claim_configs
+from .launch import POISON_U32, Gemm
+from .reference import random_operands, value_dtype
+
+PEAK_TFLOPS = {1: 1978.9, 2: 989.4}  # dense, by input bytes: H100 / H200 SXM spec (gemm-anchors.md §1)
+
+
+@dataclass
+class ClaimPoint:
+    claim: str
+    value: object
+    label: str
+    tflops: float = float("nan")
+    cublas_tflops: float = float("nan")
+    peak_fraction: float = float("nan")
+    error: float = float("nan")
+    note: str = ""
+
+
+class _Operands:
+    """One input type's A, B, cuBLAS's C (the reference) and a C for the configurations, on the device."""
+
+    def __init__(self, cublas, dtype: str, out_dtype: str, m: int, n: int, k: int, rng, flush, runs, warmups):
+        from ..runtime.driver import DeviceBuffer
+        from ..runtime.timing import time_launches
+
+        self.m, self.n, self.k, self.out = m, n, k, value_dtype(out_dtype)
+        a, b = random_operands(rng, dtype, m, n, k)
+        self.alpha = 0.5 if dtype.startswith("float8") else 1.0
+        self.a, self.b = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
+        size = m * n * self.out.itemsize
+        self.ref, self.c = DeviceBuffer(size), DeviceBuffer(size)
+        self.launch = cublas.plan(self.a, self.b, self.ref, m, n, k, dtype, out_dtype, self.alpha)
+        self.ref.fill_u32(POISON_U32)
+        self.launch()
+        if hasattr(self.launch, "copy_back"):
+            self.launch.copy_back()
+        self.reference = self.ref.download(self.out, (m, n))
+        self.cublas_ms = time_launches(self.launch, runs=runs, warmups=warmups, flush=flush).median
+
+    def close(self) -> None:
+        self.launch.release()
+        for buf in (self.a, self.b, self.ref, self.c):
+            buf.close()
+
+
+def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, flush_l2: bool = True,
+               backend: str | None = None, claims=None, seed: int = 15, progress=None):
+    from ..runtime.driver import DeviceBuffer, device_properties
+    from ..runtime.timing import time_launches
+    from .cublas import open_cublas
+
+    props = device_properties()
+    cublas = open_cublas(backend)
+    flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
+    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_l2 else None
+    rng = np.random.default_rng(seed)
+    m, n, k = shape
+    operands: dict[tuple, _Operands] = {}
+    points = []
+    smi_before = read_smi()
+    try:
+        for claim in claims or CLAIMS:
+            field_name, values, _ = CLAIMS[claim]
+            for value, cfg in zip(values, claim_configs(claim)):
+                point = ClaimPoint(claim, value, cfg.label())
+                points.append(point)
+                try:
+                    gemm = Gemm(cfg)
+                except GemmError as exc:
+                    point.note = f"refused: [{exc.rule}]"
+                    continue
+                key = (cfg.dtype, cfg.out_dtype)
+                if key not in operands:
+                    operands[key] = _Operands(cublas, cfg.dtype, cfg.out_dtype, m, n, k, rng, flush, runs, warmups)
+                ops = operands[key]
+                with gemm.bind(ops.a, ops.b, ops.c, m, n, k, alpha=ops.alpha) as bound:
+                    bound.run_checked()
+                    point.error = compare(ops.c.download(ops.out, (m, n)), ops.reference, cfg.out_dtype)
+                    if point.error > 1.0:
+                        point.note = f"MISMATCH vs cuBLAS ({point.error:.3g} x tolerance): not timed"
+                    else:
+                        ms = time_launches(bound.launch, runs=runs, warmups=warmups, flush=flush).median
+                        flops = 2.0 * m * n * k
+                        point.tflops = flops / (ms * 1e-3) / 1e12
+                        point.cublas_tflops = flops / (ops.cublas_ms * 1e-3) / 1e12
+                        point.peak_fraction = point.tflops / PEAK_TFLOPS[cfg.itemsize]
+                        record({"bench": "gemm_claim", "claim": claim, "value": str(value), "dtype": cfg.dtype,
+                                "m": m, "n": n, "k": k, "tflops": round(point.tflops, 1),
+                                "cublas_tflops": round(point.cublas_tflops, 1),
+                                "peak_fraction": round(point.peak_fraction, 3)})
+                if progress is not None:
+                    print(_row(point), file=progress, flush=True)
+    finally:
+        for ops in operands.values():
+            ops.close()
+        if flush_buf is not None:
+            flush_buf.close()
+        desc = cublas.describe()
+        cublas.close()
+    return ClaimsResult(shape, points, desc, smi_before, read_smi(), runs, flush_l2)
+
+
+def _row(p: ClaimPoint) -> str:
+    if p.note:
+        return f"{p.claim[:44]:<44} {str(p.value):<14} {p.note}"
+    return (f"{p.claim[:44]:<44} {str(p.value):<14} {p.tflops:7.1f} {100 * p.peak_fraction:5.1f}% "
+            f"{p.tflops / p.cublas_tflops:6.3f}")
+
+
+@dataclass
+class ClaimsResult:
+    shape: tuple
+    points: list
+    cublas: str
+    smi_before: dict
+    smi_after: dict
+    runs: int
+    flush_l2: bool
+
+    def text(self) -> str:
+        head = (f"claims at {'x'.join(map(str, self.shape))}; cuBLAS: {self.cublas}\n"
+                f"{'claim':<44} {'value':<14} {'TFLOP/s':>7} {'peak':>6} {'vs cuBLAS':>6}")
+        return "\n".join([head, *map(_row, self.points)])
+
+    def csv_text(self) -> str:
+        lines = ["claim,value,config,tflops,cublas_tflops,peak_fraction,error,note"]
+        for p in self.points:
+            lines.append(",".join(str(v).replace(",", ";") for v in (
+                p.claim, p.value, p.label, f"{p.tflops:.1f}", f"{p.cublas_tflops:.1f}", f"{p.peak_fraction:.3f}",
+                f"{p.error:.3g}", p.note)))
+        return "\n".join(lines) + "\n"
+
+    def markdown(self, command: str) -> str:
+        rows = ["| claim | value | TFLOP/s | % of dense peak | vs cuBLAS | note |", "|---|---|---|---|---|---|"]
+        for p in self.points:
+            if p.note:
+                rows.append(f"| {p.claim} | {p.value} | | | | {p.note} |")
+            else:
+                rows.append(f"| {p.claim} | {p.value} | {p.tflops:.1f} | {100 * p.peak_fraction:.1f} | "
+                            f"{p.tflops / p.cublas_tflops:.3f} | |")
+        clocks = (f"SM {self.smi_before.get('sm_mhz', '?')} -> {self.smi_after.get('sm_mhz', '?')} MHz, "
+                  f"{self.smi_before.get('power_w', '?')} -> {self.smi_after.get('power_w', '?')} W")
+        return "\n".join([
+            f"# The second seed's GEMM claims on the H200 (`{command}`)", "",
+            f"- shape {'x'.join(map(str, self.shape))}; every point verified against cuBLAS first; median of "
+            f"{self.runs} runs, L2 {'flushed before each' if self.flush_l2 else 'warm'}; {clocks}",
+            f"- cuBLAS: {self.cublas}", "- peak: 989.4 TFLOP/s dense 16-bit, 1978.9 fp8 (spec)", "", *rows, ""])

@@ -1,0 +1,187 @@
+"""`drvtma bench gemm` and its claim sweep on the CPU: the plumbing (operands, cuBLAS plan, verification, ABBA
+timing, figure lines, CSV / Markdown) runs against a NumPy stand-in for the GPU, so a typo cannot wait for the
+device. What it cannot show (speed, the driver) is for tests/test_gemm_gpu.py."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from drvtma.gemm import bench, claims
+from drvtma.gemm.config import CLAIMS, GemmConfig
+from drvtma.gemm.reference import reference_gemm, value_dtype
+
+_MEMORY: dict[int, np.ndarray] = {}
+
+
+class FakeBuffer:
+    """A DeviceBuffer made of host bytes (its .ptr is a key into _MEMORY)."""
+
+    def __init__(self, nbytes: int):
+        self.bytes = np.zeros(nbytes, np.uint8)
+        self.ptr = id(self)
+        _MEMORY[self.ptr] = self.bytes
+
+    @classmethod
+    def from_array(cls, arr):
+        buf = cls(arr.nbytes)
+        buf.bytes[:] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+        buf.array = arr
+        return buf
+
+    def fill_u32(self, word):
+        self.bytes.view(np.uint32)[:] = word
+
+    def download(self, dtype, shape):
+        return self.bytes.view(dtype).reshape(shape).copy()
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+
+def _product(a, b, c, m, n, k, dtype, out, alpha, wrong=False):
+    got = reference_gemm(a.array, b.array, alpha=alpha, out_dtype=out)
+    if wrong:
+        got = got.copy()
+        got.flat[0] = got.flat[0] * 2 + 1
+    c.bytes[:] = got.view(np.uint8).reshape(-1)
+
+
+class FakeCublas:
+    def plan(self, a, b, c, m, n, k, dtype, out, alpha=1.0):
+        def launch(stream=None):
+            _product(a, b, c, m, n, k, dtype, out, alpha)
+
+        launch.release = lambda: None
+        return launch
+
+    def describe(self):
+        return "fake cuBLAS"
+
+    def close(self):
+        pass
+
+
+class FakeGemm:
+    wrong_for = ()  # configuration labels that compute a wrong element
+
+    def __init__(self, config):
+        self.config = config.check()
+
+    def bind(self, a, b, c, m, n, k, *, alpha=1.0):
+        cfg = self.config
+
+        def run():
+            _product(a, b, c, m, n, k, cfg.dtype, cfg.out_dtype, alpha, wrong=cfg.label() in FakeGemm.wrong_for)
+
+        op = SimpleNamespace(launch=run, run_checked=lambda: (c.fill_u32(0x7FBA7FBA), run()))
+        op.__enter__ = lambda *a: op
+        return _Ctx(op)
+
+
+class _Ctx:
+    def __init__(self, op):
+        self.op = op
+
+    def __enter__(self):
+        return self.op
+
+    def __exit__(self, *exc):
+        pass
+
+
+@pytest.fixture()
+def fake_gpu(monkeypatch, tmp_path):
+    import drvtma.gemm.cublas as cublas_mod
+    import drvtma.gemm.launch as launch_mod
+    import drvtma.runtime.driver as driver
+    import drvtma.runtime.timing as timing
+
+    calls = []
+
+    def time_launches(launch, *, runs, warmups, flush=None, **_):
+        for _ in range(warmups + runs):
+            if flush is not None:
+                flush()
+            launch()
+        calls.append(runs)
+        return timing.Timing(tuple([1.0 if getattr(launch, "release", None) else 0.8] * runs))
+
+    monkeypatch.setattr(driver, "DeviceBuffer", FakeBuffer)
+    monkeypatch.setattr(driver, "device_properties", lambda: SimpleNamespace(l2_bytes=1 << 12, sm_count=132))
+    monkeypatch.setattr(timing, "time_launches", time_launches)
+    monkeypatch.setattr(cublas_mod, "open_cublas", lambda backend=None: FakeCublas())
+    monkeypatch.setattr(cublas_mod, "kernel_names", lambda run: ["fake_kernel"])
+    monkeypatch.setattr(launch_mod, "Gemm", FakeGemm)
+    monkeypatch.setattr(claims, "Gemm", FakeGemm)
+    monkeypatch.setattr(bench, "read_smi", lambda: {"sm_mhz": "1980", "power_w": "500"})
+    monkeypatch.setattr(claims, "read_smi", lambda: {"sm_mhz": "1980", "power_w": "500"})
+    jsonl = tmp_path / "figures.jsonl"
+    monkeypatch.setenv("DRVTMA_REPORT_JSONL", str(jsonl))
+    FakeGemm.wrong_for = ()
+    return SimpleNamespace(calls=calls, jsonl=jsonl)
+
+
+def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
+    shapes = ((64, 256, 64), (16, 512, 128))
+    result = bench.run_gemm_bench(GemmConfig(), dtypes=("bfloat16", "float8_e4m3fn"), shapes=shapes, runs=4,
+                                  warmups=1)
+    assert [p.verified for p in result.points] == [True] * 4
+    assert fake_gpu.calls == [2] * 16  # ABBA: 4 halves of runs / 2 per point
+    p = result.points[0]
+    assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25)
+    assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
+    lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
+    assert {tuple(sorted(f)) for f in lines} == {("bench", "cublas_tflops", "dtype", "k", "m", "n", "ratio",
+                                                  "tflops")}
+    assert [f["dtype"] for f in lines] == ["bfloat16"] * 2 + ["float8_e4m3fn"] * 2
+    assert lines[0]["tflops"] == round(2 * 64 * 256 * 64 / 0.8e-3 / 1e12, 1)
+    csv = result.csv_text().splitlines()
+    assert len(csv) == 5 and csv[0].startswith("dtype,m,n,k")
+    assert "| bfloat16 | 64 | 256 | 64 |" in result.markdown("drvtma bench gemm")
+    assert "fake cuBLAS" in result.text()
+
+
+def test_bench_refuses_to_time_a_wrong_result(fake_gpu):
+    FakeGemm.wrong_for = (GemmConfig().label(),)
+    result = bench.run_gemm_bench(GemmConfig(), shapes=((64, 256, 64),), runs=2, warmups=0)
+    p = result.points[0]
+    assert not p.verified and "MISMATCH" in p.note and fake_gpu.calls == []
+    assert not fake_gpu.jsonl.exists() or not fake_gpu.jsonl.read_text()
+
+
+def test_claim_sweep_covers_every_claim(fake_gpu):
+    result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0)
+    by_claim = {}
+    for p in result.points:
+        by_claim.setdefault(p.claim, []).append(p)
+    assert set(by_claim) == set(CLAIMS)
+    for claim, (field, values, _) in CLAIMS.items():
+        assert [p.value for p in by_claim[claim]] == list(values)
+    refused = [p for p in result.points if p.note]
+    assert {(p.claim, p.value) for p in refused} == {("2-CTA multicast", 2)}
+    timed = [p for p in result.points if not p.note]
+    assert all(p.tflops / p.cublas_tflops == pytest.approx(1.25) for p in timed)
+    md = result.markdown("drvtma bench gemm --claims")
+    assert md.count("\n| ") == len(result.points) + 1
+    assert "refused: [cluster_multicast]" in md
+
+
+def test_compare_counts_poison_as_infinitely_wrong():
+    ref = np.arange(1, 17, dtype=np.float32).reshape(4, 4).astype(value_dtype("bfloat16"))
+    assert bench.compare(ref, ref, "bfloat16") == 0.0
+    bad = ref.copy()
+    bad[1, 2] = np.nan
+    assert bench.compare(bad, ref, "bfloat16") == float("inf")
+    off = ref.astype(np.float32)
+    off[0, 0] *= 1 + 2.0**-6  # twice the bf16 tolerance (2^-7 relative, ATOL below one element here)
+    assert bench.compare(off, ref, "bfloat16") > 1.0
