@@ -109,21 +109,26 @@ def test_a_wrong_descriptor_is_caught_by_the_model():
         assert not np.array_equal(model.mainloop(cfg, a, b, wrong), want)
 
 
-@pytest.mark.parametrize("out", ["bfloat16", "float32"])
-def test_epilogue_writes_where_the_swizzled_tma_store_reads(out):
-    """Each thread's accumulator pair lands at the staging byte a 128B-swizzled store box reads for its row and
-    column (accumulator map from the wgmma oracle, box addresses from the TMA oracle)."""
-    cfg = GemmConfig(out_dtype=out)
+@pytest.mark.parametrize("name", ["bf16", "bf16->f32", "mma.sync", "mma.sync f16 128x128 64B"])
+def test_epilogue_writes_where_the_swizzled_tma_store_reads(name):
+    """Each thread's accumulator pair lands at the staging byte a 128B-swizzled store box reads for the pair's
+    row and column, and that is where the accumulator belongs (wgmma accumulator map / mma.sync D fragment);
+    over the panels every output of the warpgroup's 64 x bn slice is written exactly once."""
+    cfg = CONFIGS[name]
     e, cols = cfg.out_itemsize, 128 // cfg.out_itemsize
-    box = TensorMapSpec.create(out, (64, cols), (64, cols), swizzle=Swizzle.B128)
+    box = TensorMapSpec.create(cfg.out_dtype, (64, cols), (64, cols), swizzle=Swizzle.B128)
     addresses = tma_oracle.box_row_addresses(box, 0)
-    seen = []
+    true_row, true_col = model.accumulator_positions(cfg)
+    seen = np.zeros((64, cfg.bn), int)
     for panel in range(cfg.bn // cols):
-        at, row, col = model.staging_addresses(cfg, panel)
+        at, row, col, thread, pair = model.staging_addresses(cfg, panel)
         np.testing.assert_array_equal(at, addresses[row, col * e])
-        seen.append(np.stack([row, col], -1).reshape(-1, 2))
-    for s in seen:  # 128 threads x pairs cover the 64 x cols panel once, two columns per pair
-        assert len({tuple(v) for v in s}) == 64 * cols // 2
+        np.testing.assert_array_equal(row, true_row[thread, pair])
+        np.testing.assert_array_equal(col + panel * cols, true_col[thread, pair])
+        np.testing.assert_array_equal(true_col[thread, pair + 1], true_col[thread, pair] + 1)
+        np.add.at(seen, (row, col + panel * cols), 1)
+        np.add.at(seen, (row, col + panel * cols + 1), 1)
+    assert (seen == 1).all()
 
 
 def test_reference_is_exact_on_integer_data():

@@ -158,18 +158,38 @@ def _mma_m16n8(a_regs: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray
     return out
 
 
-def staging_addresses(config: GemmConfig, panel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(thread, pair) -> (byte offset in the staging buffer, row, column in the panel) of the first of the two
-    outputs a consumer thread writes in epilogue panel `panel` (the kernel's formula, written out)."""
-    out_bytes = config.out_itemsize
-    epi_cols = 128 // out_bytes
-    rows, cols = wgmma_oracle.accumulator_map(config.bn)
+def accumulator_positions(config: GemmConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(128 threads, bn/2 values) row and column in the warpgroup's 64 x bn slice where each accumulator value
+    belongs: the wgmma accumulator map (wgmma oracle), or for mma.sync the m16n8 D fragment of atom mi, block j of
+    the thread's warp (value 4 (mi nb + j) + r: rows g, g, g + 8, g + 8; columns 2c, 2c + 1)."""
+    if config.mma != "mma_sync":
+        return wgmma_oracle.accumulator_map(config.bn)
+    nb = config.bn // 32
     t = np.arange(128)[:, None]
     w, g, c = t // 32, (t % 32) // 4, t % 4
-    q = np.arange(epi_cols // 4)[None, :]
-    i = panel * (epi_cols // 2) + 2 * q
-    row = 16 * w + g + 8 * ((i >> 1) & 1)
-    byte = (8 * (q // 2) + 2 * c) * out_bytes
+    i = np.arange(config.bn // 2)[None, :]
+    mi, j, r = (i >> 2) // nb, (i >> 2) % nb, i & 3
+    return 16 * mi + g + 8 * (r >> 1), w * (config.bn // 4) + 8 * j + 2 * c + (r & 1)
+
+
+def staging_addresses(config: GemmConfig, panel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (thread, pair i) the epilogue writes in panel `panel`: (staging byte, row, column in the panel) of the
+    pair's first output, by the kernel's acc_row / acc_col_block and swizzled address, written out."""
+    out_bytes = config.out_itemsize
+    epi_cols = 128 // out_bytes
+    nb = config.bn // 32
+    t = np.arange(128)[:, None]
+    w, g, c = t // 32, (t % 32) // 4, t % 4
+    i = np.arange(0, config.bn // 2, 2)[None, :]
+    if config.mma == "mma_sync":
+        row = 16 * ((i >> 2) // nb) + g + 8 * ((i >> 1) & 1)
+        block = w * (config.bn // 4) + 8 * ((i >> 2) % nb) - panel * epi_cols
+    else:
+        row = 16 * w + g + 8 * ((i >> 1) & 1)
+        block = 8 * (i >> 2) - panel * epi_cols + 0 * w
+    row = np.broadcast_to(row, block.shape)
+    keep = (block >= 0) & (block < epi_cols)
+    byte = (block + 2 * c) * out_bytes
     at = row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
-    ii = np.broadcast_to(i, (128, i.shape[1]))
-    return at, np.take_along_axis(rows, ii, 1), np.take_along_axis(cols, ii, 1) - panel * epi_cols
+    tt, ii = np.nonzero(keep)
+    return at[keep], row[keep], (block + 2 * c)[keep], tt, 2 * ii
