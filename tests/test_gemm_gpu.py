@@ -13,7 +13,6 @@ cannot poison the main run).
 
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -24,6 +23,7 @@ from drvtma.gemm import bench
 from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.launch import POISON_U32, Gemm
 from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
+from drvtma.runtime.figures import record_test as record
 
 pytestmark = pytest.mark.gpu
 
@@ -45,15 +45,6 @@ CLAIMS = {
     "mma.sync f16->f32 128x128 none": GemmConfig(mma="mma_sync", dtype="float16", out_dtype="float32", bn=128,
                                                  swizzle="none"),
 }
-
-
-def record(test: str, **fields) -> None:
-    line = json.dumps({"test": test, **fields}, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def _alpha(dtype: str) -> float:

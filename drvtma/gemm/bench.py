@@ -12,8 +12,6 @@ per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime.figures import record_figure as record
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
@@ -157,15 +156,6 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
             flush_buf.close()
         cublas.close()
     return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs)
-
-
-def record(figure: dict) -> None:
-    line = json.dumps(figure, sort_keys=True)
-    print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
 
 
 def row_text(p: GemmPoint) -> str:
