@@ -106,7 +106,7 @@ def test_cuda_core_buffer_and_view(probe, ctx):
     result = check_loads(spec, probe_host, [(0,), (4096,), (host.nbytes - 112,)], target=buf, probe=probe)
     assert result.ok, result.report
     if hasattr(StridedMemoryView, "from_buffer"):  # a typed 2D view of the same buffer
-        view = StridedMemoryView.from_buffer(buf, (64, 128), dtype=np.uint8)
+        view = StridedMemoryView.from_buffer(buf, (64, 128), dtype=np.dtype(np.uint8))  # an instance, not the type
         _check(probe, view, host, (16, 64))
     buf.close()
 

@@ -185,3 +185,9 @@ def test_compare_counts_poison_as_infinitely_wrong():
     off = ref.astype(np.float32)
     off[0, 0] *= 1 + 2.0**-6  # twice the bf16 tolerance (2^-7 relative, ATOL below one element here)
     assert bench.compare(off, ref, "bfloat16") > 1.0
+    # fp8 inputs allow the fp8-mode accumulator's error (2^-8 of the largest value), not more
+    near_zero = np.zeros(8, np.float32)
+    near_zero[0] = 1.0
+    assert bench.compare(near_zero + np.float32(2.0**-9), near_zero, "bfloat16", "float8_e4m3fn") <= 1.0
+    assert bench.compare(near_zero + np.float32(2.0**-9), near_zero, "bfloat16", "bfloat16") > 1.0
+    assert bench.compare(near_zero + np.float32(2.0**-7), near_zero, "bfloat16", "float8_e4m3fn") > 1.0

@@ -146,7 +146,7 @@ def test_large_random_shapes_match_cublas(cublas, dtype, m, n, k):
         finally:
             theirs.release()
         op.run_checked()
-        err = bench.compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype)
+        err = bench.compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype, cfg.dtype)
     record("gemm_vs_cublas", dtype=dtype, m=m, n=n, k=k, error_in_tolerances=round(err, 3),
            cublas=cublas.describe())
     assert err <= 1.0, f"{dtype} {m}x{n}x{k}: worst element {err:.3g} x the tolerance away from cuBLAS"

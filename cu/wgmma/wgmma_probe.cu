@@ -86,17 +86,19 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_probe_n##n(             
     for (int i = 0; i < ND; ++i) reinterpret_cast<u32&>(d[i]) = c_mine[i];                                   \
     const bool rs = cs.flags & WG_FLAG_RS, ta = cs.flags & WG_FLAG_TRANS_A, tb = cs.flags & WG_FLAG_TRANS_B;  \
     for (int i = 0; i < ND; ++i) wgmma_fence_operand(d[i]);                                                  \
-    wgmma_fence();                                                                                           \
     for (u32 s = 0; s < cs.steps; ++s) {                                                                     \
         u32 a[4];                                                                                            \
         const u32* a_mine = a_regs + ((static_cast<size_t>(blockIdx.x) * WG_MAX_STEPS + s) * 128 + t) * 4;    \
         if (rs) for (int i = 0; i < 4; ++i) a[i] = a_mine[i];                                                \
         const u64 da = wgmma_desc_at(cs.desc_a[s], base), db = wgmma_desc_at(cs.desc_b[s], base);            \
         const u32 sc = (s > 0 || (cs.flags & WG_FLAG_SCALE_D)) ? 1u : 0u;                                    \
+        /* this thread wrote a (and, before step 0, d): order those writes before the wgmma reads them */   \
+        wgmma_fence();                                                                                       \
         WG_STEP(n)                                                                                           \
+        /* the next step rewrites a: this wgmma must have read it first (a probe, not a pipeline) */         \
+        wgmma_commit();                                                                                      \
+        wgmma_wait<0>();                                                                                     \
     }                                                                                                        \
-    wgmma_commit();                                                                                          \
-    wgmma_wait<0>();                                                                                         \
     for (int i = 0; i < ND; ++i) wgmma_fence_operand(d[i]);                                                  \
     store_acc(out + (static_cast<size_t>(blockIdx.x) * 128 + t) * ND, d);                                    \
 }

@@ -4,6 +4,10 @@
   `encode`: `encode_tiled` and the 128-byte `TensorMap`; `dtypes`: the TMA element types.
 - `oracle`: a NumPy model of tiled loads; `probe`: batched GPU load probes checked against it.
 - `stores`: the rules and oracle of tensor stores and reductions; `store_probe`: their batched GPU runner.
+- `arrays`: maps for any DLPack / CUDA Array Interface array (torch, CuPy, JAX, cuda.core) via `StridedMemoryView`.
+- `decode`: the 128 bytes back to (spec, address) (`decode.decode`, and `encode_bytes` on the host); `replace`: the
+  host model of every `tensormap.replace` edit; `global_maps`: maps in global / `__constant__` memory and edits made
+  on the device; `descriptor_bench`: what each way of passing a map costs (`drvtma bench descriptors`).
 """
 
 from .dtypes import ALL_DTYPES, TmaDtype, tma_dtype

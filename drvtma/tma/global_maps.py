@@ -51,6 +51,9 @@ class MapSlots:
 
         self.count, self.offset = int(count), int(offset)
         self.buffer = DeviceBuffer(self.count * TENSOR_MAP_BYTES + 256)
+        # Zeroed: a slot a CTA publishes with tensormap.cp_fenceproxy is written by a path compute-sanitizer's
+        # initcheck does not track, so the TMA's later read of it would count as uninitialized.
+        self.buffer.fill_u8(0)
         self.base = self.buffer.ptr + self.offset  # offset != 0 only for the misaligned-map experiment
 
     def address(self, i: int = 0) -> int:
