@@ -16,6 +16,13 @@ from fake_arrays import (DL_BFLOAT, DL_COMPLEX, DL_CPU, DL_FLOAT, DL_FLOAT8_E4M3
 ADDRESS = 0x7F0000100000
 
 
+@pytest.fixture()
+def without_a_driver(monkeypatch):
+    """As on a machine with no driver, even where there is one: a fake CAI address is no pointer cuda.core can
+    query (on a GPU machine it refuses it), so the interface itself is read."""
+    monkeypatch.setattr("drvtma.tma.arrays._no_driver", lambda exc: True)
+
+
 @pytest.mark.parametrize("code, bits, dtype, tma, values", [
     (DL_BFLOAT, 16, "bfloat16", BFLOAT16, ml_dtypes.bfloat16),
     (DL_FLOAT, 16, "float16", FLOAT16, np.float16),
@@ -52,13 +59,13 @@ def test_a_type_no_tensor_map_has_is_refused_naming_it():
         TensorMapSpec.for_array(FakeDLPack(ADDRESS, (8, 16), None, DL_COMPLEX, 64), (8, 16))
 
 
-def test_cuda_array_interface_without_a_driver_reads_the_interface():
+def test_cuda_array_interface_without_a_driver_reads_the_interface(without_a_driver):
     arr = FakeCAI(ADDRESS, (32, 100), "<f4", strides=(512, 4))
     spec = TensorMapSpec.for_array(arr, (8, 16))
     assert (spec.dtype, spec.shape, spec.strides_bytes, spec.base_address) == (FLOAT32, (32, 100), (512, 4), ADDRESS)
 
 
-def test_cuda_array_interface_bf16_needs_a_name_and_takes_one():
+def test_cuda_array_interface_bf16_needs_a_name_and_takes_one(without_a_driver):
     arr = FakeCAI(ADDRESS, (32, 64), "<V2")  # what torch's bf16 tensors say there
     with pytest.raises(TensorMapError, match="cannot say bf16 or fp8"):
         TensorMapSpec.for_array(arr, (8, 16))

@@ -21,7 +21,8 @@ from drvtma.errors import TensorMapError
 from drvtma.runtime import compiler, sass
 from drvtma.testing import valid_specs
 from drvtma.tma import decode as D
-from drvtma.tma.replace import FIELDS, Edit, apply_all, apply_to_bytes, apply_to_spec, edits_to
+from drvtma.tma.replace import (FIELDS, Edit, apply_all, apply_to_bytes, apply_to_spec, edits_to,
+                               ptxas_clears_small_tensor_bit)
 from drvtma.tma.spec import TensorMapSpec
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -210,10 +211,13 @@ def test_ptx_codes_and_side_effects():
     assert [Edit.elemtype(d).value for d in ("float32_ftz", "float64", "bfloat16")] == [8, 9, 10]
     assert Edit.rank(5).value == 4
     v = int.from_bytes(D.encode_bytes(spec), "little") | 1 << 85 | 1 << 86
-    after_address = D.fields(apply_to_bytes(v.to_bytes(128, "little"), Edit("global_address", 1 << 21)))
-    after_swizzle = D.fields(apply_to_bytes(v.to_bytes(128, "little"), Edit("swizzle", 0)))
-    assert (after_address.small_tensor_bit, after_address.swizzle_atomicity_bit) == (0, 1)
+    raw = v.to_bytes(128, "little")
+    for cleared, bit85 in ((True, 0), (False, 1)):  # NVRTC 13.5's ptxas clears bit 85 with a new address, 13.0's not
+        after_address = D.fields(apply_to_bytes(raw, Edit("global_address", 1 << 21), clears_small_tensor_bit=cleared))
+        assert (after_address.small_tensor_bit, after_address.swizzle_atomicity_bit) == (bit85, 1)
+    after_swizzle = D.fields(apply_to_bytes(raw, Edit("swizzle", 0)))
     assert (after_swizzle.small_tensor_bit, after_swizzle.swizzle_atomicity_bit) == (1, 0)
+    assert ptxas_clears_small_tensor_bit((13, 5)) and not ptxas_clears_small_tensor_bit((13, 0))
 
 
 def test_the_bytes_the_h200_published_after_each_edit_are_the_models():

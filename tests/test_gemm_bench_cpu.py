@@ -83,9 +83,21 @@ class FakeGemm:
         def run():
             _product(a, b, c, m, n, k, cfg.dtype, cfg.out_dtype, alpha, wrong=cfg.label() in FakeGemm.wrong_for)
 
-        op = SimpleNamespace(launch=run, run_checked=lambda: (c.fill_u32(0x7FBA7FBA), run()))
-        op.__enter__ = lambda *a: op
-        return _Ctx(op)
+        return _Ctx(_BoundOp(run, c))
+
+
+class _BoundOp:
+    """Like BoundGemm: `launch` is a method, so each access gives a new bound-method object (as on the GPU)."""
+
+    def __init__(self, run, c):
+        self._run, self._c = run, c
+
+    def launch(self):
+        self._run()
+
+    def run_checked(self):
+        self._c.fill_u32(0x7FBA7FBA)
+        self._run()
 
 
 class _Ctx:

@@ -118,13 +118,12 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
                 return point
             point.smi_before = read_smi()
             half = max(1, runs // 2)
-            mine, cub = [], []
-            for first, second in ((ours.launch, theirs), (theirs, ours.launch)):
-                for launch in (first, second):
-                    t = time_launches(launch, runs=half, warmups=warmups, flush=flush)
-                    (mine if launch is ours.launch else cub).extend(t.samples)
+            # ABBA by name: `ours.launch` is a new bound method at every access, so never compare launches by `is`
+            launches, samples = {"drvtma": ours.launch, "cublas": theirs}, {"drvtma": [], "cublas": []}
+            for name in ("drvtma", "cublas", "cublas", "drvtma"):
+                samples[name].extend(time_launches(launches[name], runs=half, warmups=warmups, flush=flush).samples)
             point.smi_after = read_smi()
-            point.ms, point.cublas_ms = float(np.median(mine)), float(np.median(cub))
+            point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
         finally:
             theirs.release()
     return point

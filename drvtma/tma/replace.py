@@ -166,19 +166,36 @@ def edits_to(spec: TensorMapSpec, target: TensorMapSpec) -> list[Edit]:
 
 # ---------------------------------------------------------------------------------------------- the 128 bytes
 
-def apply_to_bytes(raw, edit: Edit) -> bytes:
+def ptxas_clears_small_tensor_bit(nvrtc_version: tuple[int, int] | None = None) -> bool:
+    """Whether the ptxas inside NVRTC (default: the one drvtma compiles with) clears bit 85 when it replaces the
+    global address: 13.5's does, 13.0's (the H200 image) does not; both seen in the SASS. Versions between are
+    taken to behave like 13.0 until seen."""
+    if nvrtc_version is None:
+        from ..runtime.compiler import nvrtc_version as current
+
+        nvrtc_version = current()
+    return tuple(nvrtc_version) >= (13, 5)
+
+
+def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = None) -> bytes:
     """The map after one edit, as ptxas implements it (a bitfield insert into the stored field, seen in the SASS
     and pinned on the H200): values are stored as the decoder reads them (dims, boxes, element strides minus one,
     strides >> 4) and truncated to the field, so box 0 becomes 256 and 257 becomes 1; nothing else moves, so the
-    two words the driver derives (box bytes, swizzle marker) keep their old values. Two side effects: a new
-    global address clears bit 85 (Blackwell's small-tensor bit), a new swizzle clears bit 86; elemtype 0..10
-    leaves the tf32 flag as it was (11 and 12 set it)."""
+    two words the driver derives (box bytes, swizzle marker) keep their old values. Side effects: a new swizzle
+    clears bit 86; a new global address clears bit 85 (Blackwell's small-tensor bit) with NVRTC 13.5's ptxas, not
+    13.0's (`clears_small_tensor_bit`, default `ptxas_clears_small_tensor_bit()`); elemtype 0..10 leaves the tf32
+    flag as it was (11 and 12 set it)."""
     from . import decode as D
+
+    if clears_small_tensor_bit is None:
+        clears_small_tensor_bit = ptxas_clears_small_tensor_bit()
 
     v = int.from_bytes(D.map_bytes(raw), "little")
     f, x, k = edit.field, edit.value, edit.ord
     if f == "global_address":
-        v = D.put(D.put(v, D.ADDRESS, x), D.SMALL_TENSOR_BIT, 0)
+        v = D.put(v, D.ADDRESS, x)
+        if clears_small_tensor_bit:
+            v = D.put(v, D.SMALL_TENSOR_BIT, 0)
     elif f == "rank":
         v = D.put(v, D.RANK, x)
     elif f == "box_dim":
@@ -203,7 +220,7 @@ def apply_to_bytes(raw, edit: Edit) -> bytes:
     return v.to_bytes(128, "little")
 
 
-def apply_all(raw, edits) -> bytes:
+def apply_all(raw, edits, **options) -> bytes:
     for e in edits:
-        raw = apply_to_bytes(raw, e)
+        raw = apply_to_bytes(raw, e, **options)
     return raw
