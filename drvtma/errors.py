@@ -34,40 +34,30 @@ class LaunchError(DrvtmaError):
     """A kernel launch was refused before reaching the driver (wrong arguments, bad configuration)."""
 
 
-class ClusterError(LaunchError, ValueError):
+class RuleError(DrvtmaError, ValueError):
+    """Input that breaks one of drvtma's named rules, refused before the driver: ``[rule] parameter = value: why;
+    fix: ...``. ``rule``, ``parameter``, ``value`` and ``fix`` are attributes; each room has its own subclass."""
+
+    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
+        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
+        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
+        super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+
+class ClusterError(RuleError, LaunchError):
     """A cluster launch or a multicast breaks a rule, refused before the driver. ``rule`` names it."""
 
-    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
-        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
-        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
-        super().__init__(f"{text}; fix: {fix}" if fix else text)
 
-
-class TensorMapError(DrvtmaError, ValueError):
+class TensorMapError(RuleError):
     """A tensor-map spec breaks a rule. ``rule`` names it, ``parameter`` is in the user's (NumPy) order."""
 
-    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
-        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
-        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
-        super().__init__(f"{text}; fix: {fix}" if fix else text)
 
-
-class WgmmaError(DrvtmaError, ValueError):
+class WgmmaError(RuleError):
     """A wgmma descriptor, shape or operand breaks a rule. ``rule`` names it; same shape as TensorMapError."""
 
-    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
-        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
-        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
-        super().__init__(f"{text}; fix: {fix}" if fix else text)
 
-
-class GemmError(DrvtmaError, ValueError):
+class GemmError(RuleError):
     """A GEMM configuration or problem shape the kernel cannot take. ``rule`` names it; shaped like TensorMapError."""
-
-    def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
-        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
-        text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
-        super().__init__(f"{text}; fix: {fix}" if fix else text)
 
 
 class TimedOutWait(NamedTuple):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
@@ -41,12 +42,8 @@ SHAPES = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (4, 1, 1), (2, 2, 1), (1, 1, 4), (8, 
 
 @pytest.fixture(scope="module")
 def pool(ctx):
-    from drvtma.runtime.driver import DeviceBuffer
-
-    host = np.random.default_rng(SEED).integers(0, 256, POOL_BYTES, dtype=np.uint8)
-    buf = DeviceBuffer.from_array(host)
-    yield buf, host
-    buf.close()
+    with random_device_bytes(POOL_BYTES, SEED) as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

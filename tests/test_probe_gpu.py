@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.tma import oracle
 from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
@@ -41,12 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def pool(ctx):
     """64 MiB of random bytes on the device, and the same bytes on the host."""
-    from drvtma.runtime.driver import DeviceBuffer
-
-    host = np.random.default_rng(SEED).integers(0, 256, POOL_BYTES, dtype=np.uint8)
-    buf = DeviceBuffer.from_array(host)
-    yield buf, host
-    buf.close()
+    with random_device_bytes(POOL_BYTES, SEED) as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
@@ -37,12 +38,8 @@ DUMPS = os.environ.get("DRVTMA_REPLACE_DUMPS")  # where to write the device's ed
 
 @pytest.fixture(scope="module")
 def pool(ctx):
-    from drvtma.runtime.driver import DeviceBuffer
-
-    host = np.random.default_rng(SEED).integers(0, 256, POOL_BYTES, dtype=np.uint8)
-    buf = DeviceBuffer.from_array(host)
-    yield buf, host
-    buf.close()
+    with random_device_bytes(POOL_BYTES, SEED) as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

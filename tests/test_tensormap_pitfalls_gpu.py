@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma.testing.plugin import random_device_bytes
 from drvtma.testing.children import run_child
 from drvtma.runtime.figures import record_test as record
 from drvtma.tma.decode import fields
@@ -24,12 +25,8 @@ POOL_BYTES = 16 << 20
 
 @pytest.fixture(scope="module")
 def pool(ctx):
-    from drvtma.runtime.driver import DeviceBuffer
-
-    host = np.random.default_rng(15).integers(0, 256, POOL_BYTES, dtype=np.uint8)
-    buf = DeviceBuffer.from_array(host)
-    yield buf, host
-    buf.close()
+    with random_device_bytes(POOL_BYTES, 15) as pool:
+        yield pool
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ Strategies and builders are in `drvtma.testing` (``valid_specs``, ``load_cases``
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -59,6 +60,19 @@ def hopper_context():
     except NoGpuError as exc:
         pytest.skip(str(exc))
     return context()
+
+
+@contextlib.contextmanager
+def random_device_bytes(nbytes: int, seed: int):
+    """(DeviceBuffer, host copy): `nbytes` random bytes from `seed`, on the device and on the host, for probes that
+    load from anywhere in them and check against an oracle of the host bytes. Closed on exit."""
+    import numpy as np
+
+    from ..runtime.driver import DeviceBuffer
+
+    host = np.random.default_rng(seed).integers(0, 256, nbytes, dtype=np.uint8)
+    with DeviceBuffer.from_array(host) as buf:
+        yield buf, host
 
 
 @pytest.fixture(scope="session")
