@@ -230,7 +230,7 @@ BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multi
 
 def bench_command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: drvtma bench {roof,floors} [options]   (drvtma bench roof --help)\n"
+        print("usage: drvtma bench {roof,floors,multicast,descriptors,gemm} [options]   (drvtma bench NAME --help)\n"
               "  roof    the TMA read modes against the device-to-device copy rate\n"
               "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch\n"
               "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy\n"
