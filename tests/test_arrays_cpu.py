@@ -20,7 +20,7 @@ ADDRESS = 0x7F0000100000
 def without_a_driver(monkeypatch):
     """As on a machine with no driver, even where there is one: a fake CAI address is no pointer cuda.core can
     query (on a GPU machine it refuses it), so the interface itself is read."""
-    monkeypatch.setattr("drvtma.tma.arrays._no_driver", lambda exc: True)
+    monkeypatch.setattr("drvtma.runtime.arrays.no_driver", lambda exc: True)
 
 
 @pytest.mark.parametrize("code, bits, dtype, tma, values", [
@@ -102,11 +102,11 @@ def test_an_array_is_an_encode_target_bounded_by_its_extent():
 
 def test_fp8_is_recognised_by_the_exporters_own_type_name():
     """Where cuda.core names neither the DLPack code nor the type, the exporter's dtype name (torch.float8_e5m2)."""
-    from drvtma.tma.arrays import _DLPackOnly
+    from drvtma.runtime.arrays import DLPackOnly
 
     arr = FakeDLPack(ADDRESS, (16, 64), None, 99, 8)  # a code no cuda.core knows
     arr.dtype = "torch.float8_e5m2"
-    layout = array_layout(_DLPackOnly(arr))
+    layout = array_layout(DLPackOnly(arr))
     assert layout.dtype == np.dtype(ml_dtypes.float8_e5m2) and layout.address == ADDRESS
     assert TensorMapSpec.for_array(arr, (16, 64)).dtype == UINT8
     nameless = FakeDLPack(ADDRESS, (16, 64), None, 99, 8)

@@ -63,7 +63,7 @@ def test_for_array_reads_shape_strides_and_dtype():
 
 
 def test_for_array_with_cuda_array_interface_takes_the_address(monkeypatch):
-    monkeypatch.setattr("drvtma.tma.arrays._no_driver", lambda exc: True)  # a fake address: read the interface
+    monkeypatch.setattr("drvtma.runtime.arrays.no_driver", lambda exc: True)  # a fake address: read the interface
 
     class Fake:
         __cuda_array_interface__ = {"shape": (4, 8), "typestr": "<u2", "data": (0x7F0000001000, False),

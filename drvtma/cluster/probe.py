@@ -88,6 +88,7 @@ class MulticastProbe:
 
     def __init__(self, defines: dict | None = None):
         from ..runtime.cluster_launch import allow_non_portable
+        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
         from ..runtime.status import StatusBuffer
 
@@ -96,17 +97,8 @@ class MulticastProbe:
         self.reuse_kernel = self.module.kernel("multicast_reuse")
         allow_non_portable(self.kernel)
         self.status = StatusBuffer()
-        self._buffers: dict[str, object] = {}
-
-    def _scratch(self, name: str, nbytes: int):
-        from ..runtime.driver import DeviceBuffer
-
-        buf = self._buffers.get(name)
-        if buf is None or buf.nbytes < nbytes:
-            if buf is not None:
-                buf.close()
-            buf = self._buffers[name] = DeviceBuffer(max(nbytes, 1 << 12))
-        return buf
+        self.scratch = ScratchBuffers()
+        self._scratch = self.scratch.get
 
     def run(self, batch: Batch, *, tmap=None, source=None, check_rules: bool = True,
             raise_timeout: bool = True) -> BatchResult:
@@ -182,9 +174,8 @@ class MulticastProbe:
         return got, timeout
 
     def close(self) -> None:
-        for buf in (*self._buffers.values(), self.status):
-            buf.close()
-        self._buffers.clear()
+        self.scratch.close()
+        self.status.close()
 
 
 @dataclass

@@ -239,6 +239,28 @@ class DeviceBuffer:
         return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B{', closed' if self.closed else ''})"
 
 
+class ScratchBuffers:
+    """Named device scratch that only grows: `get(name, nbytes)` gives a buffer of at least nbytes (at least
+    `minimum`), reused while it is large enough. Probes keep their coordinates, images and jobs here."""
+
+    def __init__(self, minimum: int = 1 << 12):
+        self.minimum = int(minimum)
+        self._buffers: dict[str, DeviceBuffer] = {}
+
+    def get(self, name: str, nbytes: int) -> DeviceBuffer:
+        buf = self._buffers.get(name)
+        if buf is None or buf.nbytes < nbytes:
+            if buf is not None:
+                buf.close()
+            buf = self._buffers[name] = DeviceBuffer(max(int(nbytes), self.minimum))
+        return buf
+
+    def close(self) -> None:
+        for buf in self._buffers.values():
+            buf.close()
+        self._buffers.clear()
+
+
 def _destroy(fn, handle) -> None:
     try:
         fn(handle)

@@ -225,18 +225,15 @@ class ArgPacker:
 
 
 def _array_address(kernel_name: str, i: int, arr) -> int:
-    """The device address of an array from DLPack or the CUDA Array Interface (cuda.core's StridedMemoryView; no
-    stream ordering: the launch goes on the stream it is given)."""
-    from cuda.core.utils import StridedMemoryView
+    """The device address of an array from DLPack or the CUDA Array Interface (runtime.arrays; no stream ordering:
+    the launch goes on the stream it is given)."""
+    from .arrays import strided_view
 
     if isinstance(arr, np.ndarray):
         raise LaunchError(f"{kernel_name}: argument {i} is a NumPy array in host memory; upload it "
                           "(DeviceBuffer.from_array) and pass the buffer")
-    if hasattr(arr, "__dlpack__"):
-        view = getattr(StridedMemoryView, "from_dlpack", StridedMemoryView)(arr, -1)
-    else:
-        view = getattr(StridedMemoryView, "from_cuda_array_interface", StridedMemoryView)(arr, -1)
-    if not view.is_device_accessible:
+    view = strided_view(arr)
+    if view is None or not view.is_device_accessible:
         raise LaunchError(f"{kernel_name}: argument {i} ({type(arr).__name__}) is in host memory")
     return int(view.ptr)
 

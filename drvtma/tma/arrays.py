@@ -1,5 +1,5 @@
 """Arrays from the ecosystem as tensor-map layouts: any object with ``__dlpack__`` or ``__cuda_array_interface__``
-(torch, CuPy, JAX, cuda.core buffers and views), read through cuda.core's StridedMemoryView; NumPy arrays give a
+(torch, CuPy, JAX, cuda.core buffers and views), read through runtime.arrays.strided_view (cuda.core); NumPy arrays give a
 host layout (no address).
 
 DLPack names bf16 and fp8; the CUDA Array Interface cannot (a torch bf16 tensor says ``<V2`` there), so DLPack is
@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+
+from ..runtime.arrays import strided_view
 
 # DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them.
 _DLPACK_FP8 = {7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn",
@@ -46,7 +48,7 @@ def array_layout(obj) -> ArrayLayout:
     """The layout of a NumPy array, a DLPack / CUDA Array Interface exporter, or a cuda.core StridedMemoryView."""
     if isinstance(obj, np.ndarray):
         return ArrayLayout(obj.dtype, obj.shape, obj.strides, None, obj)
-    view = _strided_view(obj)
+    view = strided_view(obj)
     if view is None:  # a CUDA Array Interface exporter, and no driver for cuda.core to ask about its pointer
         return _cai_layout(obj)
     dtype = _view_dtype(view, obj)
@@ -58,57 +60,6 @@ def array_layout(obj) -> ArrayLayout:
         strides_bytes = tuple(int(s) * dtype.itemsize for s in strides)
     address = int(view.ptr) if view.is_device_accessible else None
     return ArrayLayout(dtype, shape, strides_bytes, address, obj)
-
-
-def _strided_view(obj):
-    from cuda.core.utils import StridedMemoryView
-
-    if isinstance(obj, StridedMemoryView):
-        return obj
-    # cuda.core >= 0.5 names the protocol; older versions have only the constructor (DLPack first, then CAI)
-    if hasattr(obj, "__dlpack__"):
-        make = getattr(StridedMemoryView, "from_dlpack", StridedMemoryView)
-        try:
-            return make(obj, -1)  # -1: no stream ordering (DLPack's "no synchronization")
-        except TypeError:
-            if isinstance(obj, _DLPackOnly):
-                raise
-            # cuda.core reads torch tensors through a fast path that knows no fp8 ("Unsupported AOTI dtype code:
-            # 24" on the H200 image, cuda.core 1.2.0) although the tensor's own DLPack capsule carries it
-            return make(_DLPackOnly(obj), -1)
-    if hasattr(obj, "__cuda_array_interface__"):
-        try:
-            return getattr(StridedMemoryView, "from_cuda_array_interface", StridedMemoryView)(obj, -1)
-        except Exception as exc:  # noqa: BLE001 - cuda.core asks the driver which device holds the pointer
-            if _no_driver(exc):
-                return None
-            raise
-    raise TypeError(f"{type(obj).__name__} is not an array: it has neither __dlpack__ nor "
-                    "__cuda_array_interface__ (NumPy arrays, torch, CuPy, JAX and cuda.core views have one)")
-
-
-class _DLPackOnly:
-    """An exporter seen only through its DLPack methods (no type-specific fast path in cuda.core)."""
-
-    def __init__(self, obj):
-        self.obj = obj
-        self.dtype = getattr(obj, "dtype", None)  # for _view_dtype's fallback name
-
-    def __dlpack__(self, *args, **kwargs):
-        return self.obj.__dlpack__(*args, **kwargs)
-
-    def __dlpack_device__(self):
-        return self.obj.__dlpack_device__()
-
-
-def _no_driver(exc: Exception) -> bool:
-    from ..runtime import driver
-
-    try:
-        driver.context()
-    except Exception:  # noqa: BLE001 - NoGpuError, or a driver library that cannot be loaded
-        return True
-    return False
 
 
 def _view_dtype(view, obj) -> np.dtype:

@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CudaError
 from ..runtime.driver import DeviceBuffer
 from .arrays import array_layout, is_array
-from .rules import _address_error, _bounds_error, validate_all
+from .rules import address_error, bounds_error, validate_all
 from .spec import (DRIVER_BOX_BYTES_LIMIT, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_STRIDE_BYTES,
                    SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, TENSOR_MAP_BYTES, Interleave, L2Promotion,
                    OobFill, Swizzle, TensorMapSpec, TmaParams)
@@ -57,15 +57,15 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
             address, available = spec.base_address, address + available - spec.base_address
     else:
         address, keepalive, available = _resolve_target(spec.base_address, target)
-    if validate and address % (32 if spec.interleave == Interleave.B32 else 16):
-        raise _address_error(address, spec.interleave)
+    if validate and address % (32 if spec.interleave == Interleave.B32 else 16):  # address_error's test, inlined
+        raise address_error(address, spec.interleave)
     try:
         geometry = _geometry(spec, smem_limit if validate else None)
     except _Unrepresentable as exc:
         raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
                         _every_argument(spec.tma_params(), address, spec)) from None
     if validate and available is not None and geometry.extent > available:
-        raise _bounds_error(spec, available)
+        raise bounds_error(spec, available)
     return _encode(geometry, address, spec, keepalive)
 
 
@@ -389,7 +389,7 @@ class TensorMap:
 
         spec = self.spec
         address, keepalive, available = _resolve_target(None, target)
-        error = _address_error(address, self.params.interleave) or (spec and _bounds_error(spec, available))
+        error = address_error(address, self.params.interleave) or (spec and bounds_error(spec, available))
         if error:
             raise error
         driver.context()

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import TensorMapError
 from . import oracle
+from .decode import map_bytes
 from .replace import Edit
 from .spec import TENSOR_MAP_BYTES, TensorMapSpec
 
@@ -29,10 +30,7 @@ POISON = 0xA5A5A5A5  # what the runners fill shared memory with; pass the same t
 
 
 def _map_bytes(tmap) -> np.ndarray:
-    raw = tmap.to_bytes() if hasattr(tmap, "to_bytes") else bytes(tmap)
-    if len(raw) != TENSOR_MAP_BYTES:
-        raise ValueError(f"a tensor map is {TENSOR_MAP_BYTES} bytes, got {len(raw)}")
-    return np.frombuffer(raw, dtype=np.uint8)
+    return np.frombuffer(map_bytes(tmap), dtype=np.uint8)
 
 
 def check_map_address(address: int, *, alignment: int = MAP_ALIGNMENT) -> None:
@@ -121,29 +119,20 @@ class GlobalMapRunner:
     """The kernels of cu/tma/global_map.cu with reusable scratch."""
 
     def __init__(self, *, defines=None):
+        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
         from ..runtime.status import StatusBuffer
 
         self.module = load_module(SOURCE, defines=defines)
         self.status = StatusBuffer()
-        self._scratch: dict[str, object] = {}
-
-    def buffer(self, name: str, nbytes: int):
-        from ..runtime.driver import DeviceBuffer
-
-        buf = self._scratch.get(name)
-        if buf is None or buf.nbytes < nbytes:
-            if buf is not None:
-                buf.close()
-            buf = self._scratch[name] = DeviceBuffer(max(nbytes, 1 << 12))
-        return buf
+        self.scratch = ScratchBuffers()
+        self.buffer = self.scratch.get
 
     def _coords(self, spec: TensorMapSpec, coords) -> tuple[np.ndarray, object]:
         c = oracle.check_load_coordinates(spec, coords)
-        tma = np.zeros((len(c), 5), dtype=np.int32)
-        tma[:, :spec.rank] = c[:, ::-1]
-        buf = self.buffer("coords", tma.nbytes)
-        buf.upload(tma)
+        rows = oracle.kernel_coordinates(spec, c)
+        buf = self.buffer("coords", rows.nbytes)
+        buf.upload(rows)
         return c, buf
 
     def _images(self, n: int, image_bytes: int):
@@ -227,11 +216,7 @@ class GlobalMapRunner:
                       acquire: bool) -> np.ndarray:
         """(blocks, 2, 3) word counts per load (A, B, other): load 1 through slot = A, rewrite the slot with B on
         the device (after load 1 completed, or while it may be in flight), load 2 with or without an acquire."""
-        c = oracle.check_load_coordinates(spec, [coords])[0]
-        tma = np.zeros(5, dtype=np.int32)
-        tma[:spec.rank] = c[::-1]
-        coords_buf = self.buffer("coords", 64)
-        coords_buf.upload(tma)
+        _, coords_buf = self._coords(spec, [coords])
         b = self.buffer("map_b", 256)
         b.upload(_map_bytes(map_b))
         image_bytes = -(-spec.smem_bytes // 1024) * 1024
@@ -249,7 +234,5 @@ class GlobalMapRunner:
         return out
 
     def close(self) -> None:
-        for buf in self._scratch.values():
-            buf.close()
-        self._scratch.clear()
+        self.scratch.close()
         self.status.close()

@@ -96,6 +96,14 @@ def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- loads
 
+
+def kernel_coordinates(spec: TensorMapSpec, checked: np.ndarray) -> np.ndarray:
+    """(N, 5) int32 rows as drvtma's probe kernels take them: dim 0 first (spec.to_tma_order), unused dims 0.
+    `checked` is check_load_coordinates' result."""
+    rows = np.zeros((len(checked), 5), dtype=np.int32)
+    rows[:, :spec.rank] = checked[:, ::-1]
+    return rows
+
 def tma_load_convert(dtype, raw_words) -> np.ndarray:
     """The bits a load writes for in-bounds elements whose global bits are `raw_words` [seen, H200, driver 580].
 

@@ -28,21 +28,11 @@ class LoadProbe:
         from ..runtime.kernel import load_module
         from ..runtime.status import StatusBuffer
 
+        from ..runtime.driver import ScratchBuffers
+
         self.kernel = load_module(PROBE_SOURCE).kernel(PROBE_KERNEL)
         self.status = StatusBuffer()
-        self._coords = None
-        self._images = None
-
-    def _scratch(self, attr: str, nbytes: int):
-        from ..runtime.driver import DeviceBuffer
-
-        buf = getattr(self, attr)
-        if buf is None or buf.nbytes < nbytes:
-            if buf is not None:
-                buf.close()
-            buf = DeviceBuffer(max(nbytes, 1 << 16))
-            setattr(self, attr, buf)
-        return buf
+        self.scratch = ScratchBuffers(minimum=1 << 16)
 
     def _prepare(self, tmap: TensorMap, coords, box_offset: int, image_bytes: int | None):
         spec = tmap.spec
@@ -54,14 +44,12 @@ class LoadProbe:
         image_bytes = oracle.image_bytes_for(spec, box_offset) if image_bytes is None else image_bytes
         if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
             raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the box")
-        tma_coords = np.zeros((len(c), 5), dtype=np.int32)
-        tma_coords[:, :spec.rank] = c[:, ::-1]  # the kernel wants dim 0 first, see tensormap.to_tma_order
-        return spec, tma_coords, image_bytes
+        return spec, oracle.kernel_coordinates(spec, c), image_bytes
 
     def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int):
         spec = tmap.spec
-        coords_buf = self._scratch("_coords", chunk.nbytes)
-        images_buf = self._scratch("_images", len(chunk) * image_bytes)
+        coords_buf = self.scratch.get("coords", chunk.nbytes)
+        images_buf = self.scratch.get("images", len(chunk) * image_bytes)
         coords_buf.upload(chunk)
         self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
                            poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
@@ -96,9 +84,8 @@ class LoadProbe:
         return PendingImages(self, images_buf, (len(tma_coords), image_bytes))
 
     def close(self) -> None:
-        for buf in (self._coords, self._images, self.status):
-            if buf is not None:
-                buf.close()
+        self.scratch.close()
+        self.status.close()
 
 
 class PendingImages:

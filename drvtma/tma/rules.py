@@ -29,7 +29,7 @@ def address_alignment(interleave) -> int:
     return 32 if interleave == Interleave.B32 else 16
 
 
-def _address_error(address: int, interleave) -> TensorMapError | None:
+def address_error(address: int, interleave) -> TensorMapError | None:
     align = address_alignment(interleave)
     if address % align == 0:
         return None
@@ -40,7 +40,7 @@ def _address_error(address: int, interleave) -> TensorMapError | None:
                           "a boundary")
 
 
-def _bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError | None:
+def bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError | None:
     """The tensor must fit the buffer it is encoded for (from the base address on)."""
     if available is None or spec.extent_bytes <= available:
         return None
@@ -76,7 +76,7 @@ def _check_enums(spec):
 
 
 def _check_address(spec):
-    error = None if spec.base_address is None else _address_error(spec.base_address, spec.interleave)
+    error = None if spec.base_address is None else address_error(spec.base_address, spec.interleave)
     if error is not None:
         yield error
 
