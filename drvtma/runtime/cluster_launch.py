@@ -85,6 +85,16 @@ def allow_non_portable(kernel, allow: bool = True) -> None:
     kernel._configs.clear()  # launch shapes checked under the old setting are checked again
 
 
+def _set_cluster_dims(lc, dims) -> None:
+    """Put the cluster-dimension launch attribute on `lc` (its only attribute)."""
+    from .driver import cu
+
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
+    lc.attrs, lc.numAttrs = [attr], 1
+
+
 def max_active_clusters(kernel, lc) -> int:
     """cuOccupancyMaxActiveClusters for a launch config that carries its cluster dims (0: cannot be scheduled)."""
     from .driver import cu, cuda_error
@@ -108,26 +118,18 @@ def occupancy(kernel, cluster, *, block, shared_mem: int = 0) -> int:
     lc.blockDimX, lc.blockDimY, lc.blockDimZ = b
     lc.sharedMemBytes = shared_mem
     lc.hStream = 0
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = c
-    lc.attrs, lc.numAttrs = [attr], 1
+    _set_cluster_dims(lc, c)
     return max_active_clusters(kernel, lc)
 
 
 def prepare(kernel, cfg, lc) -> tuple[int, int, int] | None:
     """Check a launch's cluster shape and put it on `lc` (a CUlaunchConfig with no attributes yet)."""
-    from .driver import cu
-
     required = required_cluster_dims(kernel)
     dims = check_cluster_shape(cfg.grid, cfg.cluster, non_portable=getattr(kernel, "_cluster_non_portable", False),
                                required=required)
     if dims is None:
         return None
-    attr = cu.CUlaunchAttribute()
-    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
-    lc.attrs, lc.numAttrs = [attr], 1
+    _set_cluster_dims(lc, dims)
     try:
         active, why = max_active_clusters(kernel, lc), "says no cluster"
     except CudaError as exc:  # e.g. CUDA_ERROR_INVALID_CLUSTER_SIZE: the same verdict, with the driver's reason

@@ -94,15 +94,7 @@ __device__ __forceinline__ bool mbar_try_wait_parity_cluster(u64* bar, u32 parit
 // Bounded wait on a multicast-fed barrier. A timeout is recorded with the CTA's cluster rank (status.cuh).
 __device__ __forceinline__ bool mbar_wait_cluster(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id,
                                                   u32 stage, u32 where) {
-    if (mbar_try_wait_parity_cluster(bar, parity)) return true;
-    const u64 start = globaltimer_ns();
-    while (!mbar_try_wait_parity_cluster(bar, parity)) {
-        if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
-            drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
-            return false;
-        }
-    }
-    return true;
+    return mbar_wait_bounded(mbar_try_wait_parity_cluster, bar, parity, st, barrier_id, stage, where);
 }
 
 // One non-blocking look at a barrier's phase (probes report barrier state with it).
@@ -122,11 +114,7 @@ __device__ __forceinline__ bool mbar_test_parity(u64* bar, u32 parity) {
 // barrier after it makes every CTA's barriers visible to every peer and to multicasts issued after it. Every thread
 // of every CTA of the cluster must call it.
 __device__ __forceinline__ void init_cluster_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
-        for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
-        mbar_fence_init();
-    }
+    if (threadIdx.x == 0) init_barrier_runs(a, b);
     // A release arrive (not the relaxed one PTX's example uses): whatever the threads wrote before (poison,
     // fenced to the async proxy) must also be ordered before the peers' multicasts into this CTA.
     cluster_sync();

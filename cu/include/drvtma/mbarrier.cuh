@@ -27,12 +27,15 @@ struct BarrierRun {
 
 // Thread 0 initialises every barrier of the runs and fences the inits for the copy engine; the CTA barrier at
 // the end makes them visible to every thread. Every thread of the block must call it (it ends in __syncthreads).
+// (Thread 0 only; init_block_barriers and cluster.cuh's init_cluster_barriers add the barrier that publishes them.)
+__device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b) {
+    for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
+    for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
+    mbar_fence_init();
+}
+
 __device__ __forceinline__ void init_block_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
-        for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
-        mbar_fence_init();
-    }
+    if (threadIdx.x == 0) init_barrier_runs(a, b);
     __syncthreads();
 }
 
@@ -64,17 +67,24 @@ __device__ __forceinline__ bool mbar_try_wait_parity(u64* bar, u32 parity) {
 
 // Bounded wait: returns false (after recording who, where, which parity and since when) instead of hanging.
 // Callers must stop using the stage and leave the kernel when it returns false.
-__device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
-                                          u32 where) {
-    if (mbar_try_wait_parity(bar, parity)) return true;
+// `try_wait` is the flavour of try_wait (cluster.cuh's acquires at cluster scope for multicast-fed barriers).
+template <typename TryWait>
+__device__ __forceinline__ bool mbar_wait_bounded(TryWait try_wait, u64* bar, u32 parity, DrvtmaStatus* st,
+                                                  u32 barrier_id, u32 stage, u32 where) {
+    if (try_wait(bar, parity)) return true;
     const u64 start = globaltimer_ns();
-    while (!mbar_try_wait_parity(bar, parity)) {
+    while (!try_wait(bar, parity)) {
         if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
             drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
             return false;
         }
     }
     return true;
+}
+
+__device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
+                                          u32 where) {
+    return mbar_wait_bounded(mbar_try_wait_parity, bar, parity, st, barrier_id, stage, where);
 }
 
 // Where a k-stage ring stands: the stage to use next and the parity its phase will complete with. The parity
