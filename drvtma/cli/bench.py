@@ -7,6 +7,7 @@ import argparse
 import sys
 from dataclasses import replace
 
+from ..runtime.figures import write_report
 from ..b08.modes import ALL_MODES, ModeConfig
 from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
 from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
@@ -166,15 +167,6 @@ def roof_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _write_report(out_dir: str, stem: str, title: str, text: str, csv: str) -> None:
-    from pathlib import Path
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{stem}.csv").write_text(csv)
-    (out / f"{stem}.md").write_text(f"# {title}\n\n```\n{text}\n```\n")
-
-
 def roof_command(argv: list[str]) -> int:
     args = roof_parser().parse_args(argv)
     from ..b08.roof import run_roof
@@ -185,7 +177,7 @@ def roof_command(argv: list[str]) -> int:
                       progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        _write_report(args.out, "roof", "drvtma bench roof", result.text(), result.csv_text())
+        write_report(args.out, "roof", result.csv_text(), title="drvtma bench roof", text=result.text())
     return 0
 
 
@@ -202,7 +194,8 @@ def floors_command(argv: list[str]) -> int:
     if args.out:
         shown = [a for i, a in enumerate(argv)
                  if a != "--out" and not a.startswith("--out=") and (i == 0 or argv[i - 1] != "--out")]
-        _write_report(args.out, "floors", " ".join(["drvtma bench floors", *shown]), result.text(), result.csv_text())
+        write_report(args.out, "floors", result.csv_text(), title=" ".join(["drvtma bench floors", *shown]),
+                     text=result.text())
     return 0
 
 

@@ -159,7 +159,8 @@ def multicast_command(argv: list[str]) -> int:
     """`drvtma bench multicast [--ks 1,2,4,8] [--tile-kib 4,16,32] [--runs N] [--out DIR]`."""
     import argparse
     import sys
-    from pathlib import Path
+
+    from ..runtime.figures import write_report
 
     p = argparse.ArgumentParser(prog="drvtma bench multicast",
                                 description="k CTAs of a cluster reading the same tiles: one multicast per slice vs "
@@ -177,8 +178,5 @@ def multicast_command(argv: list[str]) -> int:
                                  progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "multicast.csv").write_text(result.csv_text())
-        (out / "multicast.md").write_text(f"# drvtma bench multicast\n\n```\n{result.text()}\n```\n")
+        write_report(args.out, "multicast", result.csv_text(), title="drvtma bench multicast", text=result.text())
     return 0

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..runtime.figures import record_figure as record
+from ..runtime.figures import write_report
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
@@ -89,6 +90,18 @@ def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "
     return float("inf") if not np.isfinite(err).all() else float(err.max())
 
 
+def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int) -> float:
+    """cuBLAS (`theirs`) into a poisoned `dref`, drvtma's checked run (poisoned C) into `dc`: the worst element's
+    error in units of the tolerance (`compare`)."""
+    out = value_dtype(cfg.out_dtype)
+    dref.fill_u32(POISON_U32)
+    theirs()
+    if hasattr(theirs, "copy_back"):
+        theirs.copy_back()
+    ours.run_checked()
+    return compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype, cfg.dtype)
+
+
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
                 rng: np.random.Generator, alpha: float) -> GemmPoint:
     from ..runtime.driver import DeviceBuffer
@@ -104,14 +117,9 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
             gemm.bind(da, db, dc, m, n, k, alpha=alpha) as ours:
         theirs = cublas.plan(da, db, dref, m, n, k, dtype, cfg.out_dtype, alpha)
         try:
-            dref.fill_u32(POISON_U32)
-            theirs()
-            if hasattr(theirs, "copy_back"):
-                theirs.copy_back()
+            point.max_error = error_against_cublas(ours, theirs, dc, dref, cfg, m, n)
             point.cublas_algo = cublas.describe()
             point.cublas_kernels = kernel_names(theirs)
-            ours.run_checked()
-            point.max_error = compare(dc.download(out, (m, n)), dref.download(out, (m, n)), cfg.out_dtype, cfg.dtype)
             point.verified = point.max_error <= 1.0
             if not point.verified:
                 point.note = f"MISMATCH vs cuBLAS ({point.max_error:.3g} x tolerance): not timed"
@@ -218,8 +226,6 @@ class GemmBenchResult:
 
 def gemm_command(argv: list[str]) -> int:
     """`drvtma bench gemm [--dtypes bfloat16,float8_e4m3fn] [--shapes 4096x4096x4096,...] [--out DIR]`."""
-    from pathlib import Path
-
     p = argparse.ArgumentParser(prog="drvtma bench gemm", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtypes", default=",".join(DTYPES),
                    help="comma-separated input types: bfloat16, float16, float8_e4m3fn, float8_e5m2")
@@ -254,16 +260,12 @@ def gemm_command(argv: list[str]) -> int:
                             progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "gemm.csv").write_text(result.csv_text())
-        (out / "gemm.md").write_text(result.markdown(" ".join(["drvtma bench gemm", *argv])))
+        write_report(args.out, "gemm", result.csv_text(),
+                     markdown=result.markdown(" ".join(["drvtma bench gemm", *argv])))
     return 0 if all(pt.verified for pt in result.points) else 1
 
 
 def _claims_command(args, argv) -> int:
-    from pathlib import Path
-
     from .claims import run_claims
     from .config import CLAIMS
 
@@ -274,9 +276,7 @@ def _claims_command(args, argv) -> int:
                         backend=args.backend, claims=claims, progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "claims.csv").write_text(result.csv_text())
-        (out / "gemm-claims.md").write_text(result.markdown(" ".join(["drvtma bench gemm", *argv])))
+        write_report(args.out, "gemm-claims", result.csv_text(),
+                     markdown=result.markdown(" ".join(["drvtma bench gemm", *argv])))
     return 0 if not any(p.note.startswith("MISMATCH") for p in result.points) else 1
 

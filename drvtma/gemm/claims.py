@@ -5,7 +5,7 @@ Operands are made and uploaded once per input type; cuBLAS runs once per type as
 (same stream, events and L2 flush as bench gemm). Each configuration: compiled, its result on a poisoned C
 compared with cuBLAS's within bench.RTOL / ATOL, then timed (median of `runs`). Reported per point: TFLOP/s, the
 fraction of the dense peak (989.4 TFLOP/s 16-bit, 1978.9 fp8; H100/H200 SXM spec) and the ratio to cuBLAS;
-values the kernel refuses are listed with their rule. Output: a table, claims.csv and gemm-claims.md with --out.
+values the kernel refuses are listed with their rule. Output: a table, gemm-claims.csv and gemm-claims.md with --out.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GemmError
 from .bench import compare, read_smi, record
-from .config import CLAIMS, GemmConfig, claim_configs
+from .config import CLAIMS, claim_configs
 from .launch import POISON_U32, Gemm
 from .reference import random_operands, value_dtype
 

@@ -19,6 +19,19 @@ def record_figure(figure: dict, *, echo: bool = True) -> str:
     return line
 
 
+def write_report(out_dir, stem: str, csv: str, *, title: str = "", text: str = "", markdown: str | None = None):
+    """A benchmark's `stem`.csv and `stem`.md under out_dir (created): the Markdown is given, or `text` fenced under
+    `# title`. Returns the two paths."""
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = out / f"{stem}.csv", out / f"{stem}.md"
+    paths[0].write_text(csv)
+    paths[1].write_text(markdown if markdown is not None else f"# {title}\n\n```\n{text}\n```\n")
+    return paths
+
+
 def record_test(test: str, **fields) -> str:
     """A test's figure: ``{"test": test, **fields}``."""
     return record_figure({"test": test, **fields})
