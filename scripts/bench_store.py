@@ -87,7 +87,7 @@ def main() -> int:
     line = {"bench": "store_roundtrip", "device": props.name, "mib": args.mib, "box": args.box,
             "stages": args.stages, "results": results}
     record_figure(line)
-    return 0
+    return 0 if plain_check == tma_check == "ok" else 1  # a wrong output fails the step, it is not just a row
 
 
 if __name__ == "__main__":

@@ -42,6 +42,8 @@ FAMILIES: dict[str, list[str]] = {
     "wgmma": [str(ROOT / "scripts" / "sanitize_wgmma.py")],              # every wgmma probe module
     "global_maps": [str(ROOT / "scripts" / "sanitize_global_maps.py")],  # maps in global memory, device edits
     "cluster": [str(ROOT / "scripts" / "sanitize_cluster.py")],          # multicast (2..16 CTAs), DSMEM
+    "bench_kernels": [FAMILY_SCRIPT, "bench_kernels"],  # roof read, a TMA ring, multicast bench, launch cost
+    "store_roundtrip": [str(ROOT / "scripts" / "bench_store.py"), "--mib", "4", "--repeats", "1", "--stages", "2"],
     "gemm": [str(ROOT / "scripts" / "sanitize_gemm.py")],                # the GEMM: bf16, fp8, ragged, variants
 }
 

@@ -128,6 +128,28 @@ def release_repro() -> None:
     run_release_repro("thread_arrive")  # the other variants draw racecheck reports: docs/results/sanitizer.md
 
 
+@family
+def bench_kernels() -> None:
+    """The benchmarks' own kernels, small and verified as the benchmarks verify them: the roof's plain read kernel
+    and a TMA ring, the multicast bench (own copies and multicast), and the launch-cost kernels."""
+    from drvtma import DeviceBuffer, TensorMapSpec, encode_tiled, load_module
+    from drvtma.b08.roof import run_roof
+    from drvtma.cluster.bench import run_multicast_bench
+
+    run_roof(nbytes=1 << 22, runs=1, warmups=0, threads=64, stages=(2,), tiles_per_stage=(2,), blocks_per_sm=(1,),
+             splits=("warp",), article_modes=False, progress=None)  # raises on a wrong word sum or checksum
+    run_multicast_bench(ks=(2,), tile_kib=(4,), ctas=16, tensor_mib=1, launch_mib=1, runs=1, warmups=0)
+    mod = load_module("runtime/launch_cost.cu")
+    with DeviceBuffer(4 * 256) as out:
+        tmap = encode_tiled(TensorMapSpec.create("float32", (64, 256), (8, 32)), out)
+        for kernel, args in ((mod.kernel("plain_args"), ()), (mod.kernel("map_args"), (tmap,))):
+            out.fill_u32(0x7FBADBAD)
+            kernel.launch(*args, out, 200, 2.5, grid=1, block=256)
+            got = out.download(np.float32, (256,))
+            if not ((got[:200] == 2.5).all() and (got.view(np.uint32)[200:] == 0x7FBADBAD).all()):
+                raise AssertionError(f"{kernel.name}: wrote the wrong elements")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
