@@ -139,7 +139,7 @@ def time_loads(buf: DeviceBuffer, host: np.ndarray, boxes: int, per_spec: int) -
             "seconds": seconds, "boxes_per_s": done / seconds}
 
 
-def main() -> None:
+def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--boxes", type=int, default=20000)
     p.add_argument("--per-spec", type=int, default=64)
@@ -166,7 +166,8 @@ def main() -> None:
             ["boxes checked per second (probe + oracle)", f"{loads['boxes_per_s']:.0f} (target >= 5000)"],
             ["boxes / specs / mismatching specs", f"{loads['boxes']} / {loads['specs']} / {loads['mismatched_specs']}"]]
     print(tabulate(rows, headers=["tensor maps", "value"]))
+    return 1 if loads["mismatched_specs"] else 0  # a load that disagrees with the oracle fails the step
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
