@@ -17,9 +17,10 @@ from .tma import (Interleave, L2Promotion, OobFill, Swizzle, TensorMap, TensorMa
 __version__ = "0.1.0"
 
 __all__ = [
-    "BarrierTimeout", "ClusterError", "CudaError", "GemmError", "RuleError", "WgmmaError", "DeviceBuffer", "DeviceProperties", "DrvtmaError", "Event", "Interleave",
-    "Kernel", "L2Promotion", "LaunchConfig", "LaunchError", "Module", "NoGpuError", "NvrtcError", "OobFill",
-    "StatusBuffer", "StoreStraddleWarning", "Stream", "Swizzle", "TensorMap", "TensorMapError", "TensorMapSpec",
-    "TimedOutWait", "compile_cubin", "context", "cu_dir", "device_properties", "elapsed_ms", "encode_tiled",
-    "include_dir", "load_module", "require_hopper", "synchronize", "tma_dtype", "validate_all",
+    "BarrierTimeout", "ClusterError", "CudaError", "DeviceBuffer", "DeviceProperties", "DrvtmaError", "Event",
+    "GemmError", "Interleave", "Kernel", "L2Promotion", "LaunchConfig", "LaunchError", "Module", "NoGpuError",
+    "NvrtcError", "OobFill", "RuleError", "StatusBuffer", "StoreStraddleWarning", "Stream", "Swizzle", "TensorMap",
+    "TensorMapError", "TensorMapSpec", "TimedOutWait", "WgmmaError", "compile_cubin", "context", "cu_dir",
+    "device_properties", "elapsed_ms", "encode_tiled", "include_dir", "load_module", "require_hopper",
+    "synchronize", "tma_dtype", "validate_all"
 ]

@@ -1,5 +1,6 @@
 """CPU side of the B-08 modes: kernels compile and use the right copy instructions, the checksum reference and its
-comparison catch wrong bytes, and configurations and inputs are guarded (sweeps: test_sweep_cpu.py; the ring model: test_ring_cpu.py)."""
+comparison catch wrong bytes, and configurations and inputs are guarded (sweeps: test_sweep_cpu.py; the ring
+model: test_ring_cpu.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@
 //              "full" barriers and release stages early (once their elements are in registers): every consumer
 //              thread arrives on the empty barrier itself (see ws_ring for why not one lane per warp)
 // A stage holds `tiles_per_stage` tiles; an iteration is one stage fill. Optional trace: per wait, the stage,
-// the parity and the first tile, for drvtma/ring.py's model to check.
+// the parity and the first tile, for drvtma/b08/ring.py's model to check.
 //
 // DRVTMA_FAULT selects a deliberately broken protocol (tests expect a BarrierTimeout, never a hang):
 //   1 expect_tx too low, 2 expect_tx too high, 3 a missing arrive (pipe_ring: the first fill's; ws_ring: the first

@@ -10,7 +10,8 @@ from ..errors import DrvtmaError, NoGpuError
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
     "sweep": ("drvtma.cli.bench", "sweep_command", "time the B-08 modes over fma_iters (needs a Hopper GPU)"),
-    "bench": ("drvtma.cli.bench", "bench_command", "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
+    "bench": ("drvtma.cli.bench", "bench_command",
+              "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
     "check": ("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
     "wgmma": ("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
     "compile": ("drvtma.cli.main", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),

@@ -1,6 +1,6 @@
 """Arrays from the ecosystem as tensor-map layouts: any object with ``__dlpack__`` or ``__cuda_array_interface__``
-(torch, CuPy, JAX, cuda.core buffers and views), read through runtime.arrays.strided_view (cuda.core); NumPy arrays give a
-host layout (no address).
+(torch, CuPy, JAX, cuda.core buffers and views), read through runtime.arrays.strided_view (cuda.core); NumPy
+arrays give a host layout (no address).
 
 DLPack names bf16 and fp8; the CUDA Array Interface cannot (a torch bf16 tensor says ``<V2`` there), so DLPack is
 tried first, as StridedMemoryView does. No stream ordering is set up (stream_ptr=-1): a layout reads no data.
