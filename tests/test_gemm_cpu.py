@@ -43,6 +43,10 @@ CONFIGS = {
     "mma.sync f16 128x128 64B": GemmConfig(mma="mma_sync", dtype="float16", out_dtype="float32", bn=128,
                                            swizzle="64B"),
     "mma.sync swizzle none": GemmConfig(mma="mma_sync", swizzle="none"),
+    "cluster 2": GemmConfig(cluster_m=2),
+    "cluster 2 e4m3": GemmConfig(cluster_m=2, dtype="float8_e4m3fn"),
+    "cluster 2 128x128 none": GemmConfig(cluster_m=2, bn=128, swizzle="none"),
+    "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
 }
 
 
@@ -62,7 +66,11 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
         assert ops["LDSM.16.M88.4"] == steps * (4 + cfg.bn // 64)
     else:  # one wgmma per k-step per m64 atom, unrolled (the op's full name is e.g. HGMMA.64x256x16.F32.BF16)
         assert count("QGMMA" if cfg.itemsize == 1 else "HGMMA") == steps * cfg.m_atoms and not count("HMMA")
-    assert ops["UTMALDG.2D"] == 2 * cfg.panels  # A and B, one box per K panel
+    if cfg.cluster_m == 1:
+        assert ops["UTMALDG.2D"] == 2 * cfg.panels and not sass.has_opcode(ops, "UTMALDG.2D.MULTICAST")
+    else:  # A one box per K panel; this CTA's part of B multicast into the pair; cluster barriers at both ends
+        assert ops["UTMALDG.2D"] == ops["UTMALDG.2D.MULTICAST"] == cfg.panels
+        assert ops["UCGABAR_ARV"] >= 2 and ops["UCGABAR_WAIT"] >= 2
     assert ops["UTMASTG.2D"] == cfg.bn // (128 // cfg.out_itemsize) * cfg.m_atoms  # one per epilogue panel
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
@@ -154,7 +162,7 @@ def test_reference_is_exact_on_integer_data():
     ({"dtype": "float32"}, "dtype"), ({"out_dtype": "int8"}, "out_dtype"), ({"mma": "dpas"}, "mma_kind"),
     ({"mma": "mma_sync", "dtype": "float8_e4m3fn"}, "mma_sync_dtype"),
     ({"mma": "mma_sync", "bm": 128, "bn": 128, "consumers": 1}, "mma_sync_tile"),
-    ({"cluster_m": 2}, "cluster_multicast"), ({"swizzle": "16B"}, "swizzle"), ({"consumers": 3}, "consumers"),
+    ({"cluster_m": 4}, "cluster_size"), ({"swizzle": "16B"}, "swizzle"), ({"consumers": 3}, "consumers"),
     ({"bm": 96}, "tile_m"), ({"bm": 320}, "tile_m"), ({"bn": 200}, "tile_n"), ({"bn": 64}, "tile_n"),
     ({"bk": 40}, "tile_k"), ({"bm": 128, "consumers": 1}, "accumulator_registers"), ({"stages": 9}, "stages"),
     ({"stages": 5}, "smem_capacity"), ({"producer_regs": 20}, "setmaxnreg_range"),
@@ -202,16 +210,33 @@ def test_smem_and_grid():
     assert cfg.smem_bytes == 1024 + 4 * (128 + 256) * 64 * 2 + 2 * 2 * 8192 <= 232448
     assert cfg.grid(8192, 8192, 132) == 132 and cfg.with_(persistent=False).grid(8192, 8192, 132) == 64 * 32
     assert cfg.grid(16, 8192, 132) == 32
+    pair = cfg.with_(cluster_m=2)  # CTA pairs: an odd number of tile rows still takes a whole pair
+    assert pair.cluster == (2, 1, 1) and cfg.cluster is None
+    assert pair.grid(8192, 8192, 132) == 132 and pair.with_(persistent=False).grid(8192, 8192, 132) == 64 * 32
+    assert pair.grid(300, 512, 132) == 2 * 2 * 2 and pair.with_(persistent=False).grid(130, 256, 132) == 2
+    assert pair.grid(8192, 8192, 133) == 132  # whole clusters only
+
+
+def test_cluster_loads_half_of_b_per_cta():
+    """A pair's CTAs each load a full A box and half the B tile's rows; both halves land in each CTA."""
+    cfg, solo = GemmConfig(cluster_m=2), GemmConfig()
+    specs = map_specs(cfg, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
+    alone = map_specs(solo, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
+    assert specs[0].box == alone[0].box and specs[2].box == alone[2].box
+    assert sorted(specs[1].box) == sorted((cfg.bn // 2, cfg.panel_elems)) and max(alone[1].box) == cfg.bn
+    assert specs[1].smem_bytes * 2 == alone[1].smem_bytes
+    assert cfg.tx_bytes == solo.tx_bytes and cfg.smem_bytes == solo.smem_bytes
+    assert cfg.defines()["GEMM_CLUSTER_M"] == 2 and solo.defines()["GEMM_CLUSTER_M"] == 1
 
 
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
 def test_every_claim_value_compiles_or_is_refused_by_its_rule(claim):
     """Each claim of the seed is one field: every value builds a kernel with the instructions it claims, or names
-    the rule that refuses it today (2-CTA multicast is not built yet)."""
+    the rule that refuses it."""
     for cfg in claim_configs(claim):
         errors = list(cfg.errors())
         if errors:
-            assert {e.rule for e in errors} == {"cluster_multicast"}, (cfg.label(), errors)
+            raise AssertionError((cfg.label(), errors))
             continue
         ops = sass.instructions(compile_gemm(cfg), "gemm_ws")
         assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg

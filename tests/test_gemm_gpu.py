@@ -44,6 +44,12 @@ CLAIMS = {
     "mma.sync": GemmConfig(mma="mma_sync"),
     "mma.sync f16->f32 128x128 none": GemmConfig(mma="mma_sync", dtype="float16", out_dtype="float32", bn=128,
                                                  swizzle="none"),
+    # 2-CTA clusters, B multicast: both shapes have an odd number of tile rows (the last pair's second CTA only
+    # loads its half of B), the second one more cluster tiles (81) than clusters (66)
+    "cluster 2": GemmConfig(cluster_m=2), "cluster 2 e4m3": GemmConfig(cluster_m=2, dtype="float8_e4m3fn"),
+    "cluster 2 tile per CTA": GemmConfig(cluster_m=2, persistent=False),
+    "cluster 2 128x128 none f32": GemmConfig(cluster_m=2, bn=128, swizzle="none", out_dtype="float32"),
+    "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
 }
 
 
@@ -79,9 +85,11 @@ def test_every_claim_configuration_is_exact(ctx, name):
         _check_exact(gemm, m, n, k, rng)
 
 
-def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx):
-    """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves."""
-    cfg = GemmConfig()
+@pytest.mark.parametrize("cluster_m", [1, 2])
+def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m):
+    """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves (with a
+    cluster, both CTAs of each pair reach the closing cluster barrier)."""
+    cfg = GemmConfig(cluster_m=cluster_m)
     gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
     a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 128)
     with pytest.raises(BarrierTimeout) as exc:
@@ -89,7 +97,7 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx):
     first = exc.value.waits[0]
     assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
     assert "full barrier" in str(exc.value)
-    record("gemm_timeout", count=exc.value.count, first=str(first))
+    record("gemm_timeout", cluster_m=cluster_m, count=exc.value.count, first=str(first))
 
 
 def test_stores_clip_at_m_and_poison_shows_what_nobody_wrote(ctx):

@@ -8,8 +8,17 @@
 // buffers (two per consumer warpgroup, 64 rows x 128 B each), so ragged M / N are clipped by the store and
 // ragged K is zero-filled by the loads.
 //
+//
+// GEMM_CLUSTER_M = 2: CTA pairs (a 2x1x1 cluster) compute tiles (2p, n) and (2p + 1, n), which need the same B
+// tile. Each CTA loads its own A and half of B, multicast into both CTAs at the same offset, so B crosses L2 once
+// per pair. A stage goes back to a producer only when the consumers of both CTAs are done with it (each consumer
+// warp arrives on the empty barrier of every CTA of the pair), and every CTA's full barrier counts the bytes both
+// halves land in it (the same GEMM_TX_BYTES as without the cluster).
+//
 // Every parameter is a -D define that drvtma.gemm.config.GemmConfig.defines() computes (one per claim of the
-// seed: stages, consumers, swizzle via the descriptors and panels, setmaxnreg, tile order, wgmma in flight).
+// seed: stages, consumers, swizzle via the descriptors and panels, setmaxnreg, tile order, wgmma in flight,
+// cluster multicast).
+#include <drvtma/cluster.cuh>
 #include <drvtma/tma.cuh>
 #include <drvtma/wgmma.cuh>
 
@@ -34,6 +43,16 @@ constexpr u32 EPI_BUF_BYTES = 64 * 128;
 static_assert(WG_ROWS % 64 == 0 && M_ATOMS >= 1, "each consumer warpgroup owns whole m64 atoms");
 static_assert(STAGE_BYTES % 1024 == 0 && A_BYTES % 1024 == 0, "stages keep the 1024-B swizzle phase");
 static_assert(BN % EPI_COLS == 0, "the epilogue stores whole 128-byte panels");
+
+#ifndef GEMM_CLUSTER_M
+#define GEMM_CLUSTER_M 1
+#endif
+constexpr int CLUSTER = GEMM_CLUSTER_M;          // CTAs along M sharing one B tile
+constexpr u32 B_PART_BYTES = B_BOX_BYTES / CLUSTER;  // the slice of each B panel one CTA of the pair loads
+constexpr int B_PART_ROWS = BN / CLUSTER;
+constexpr int GROUP = GEMM_GROUP_M / CLUSTER > 0 ? GEMM_GROUP_M / CLUSTER : 1;  // tile order, in cluster rows
+static_assert(CLUSTER == 1 || CLUSTER == 2, "pairs along M, or no cluster");
+static_assert(B_PART_ROWS % 8 == 0, "each multicast slice starts on a swizzle-pattern boundary (8 rows)");
 
 // Barrier ids and call sites in DrvtmaStatus (drvtma.gemm.launch names them).
 constexpr u32 kBarFull = 0, kBarEmpty = 1;
@@ -100,16 +119,69 @@ __device__ __forceinline__ int acc_col_block(int i, int w) {
 // A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
-// Tile index -> (tile row, tile column): GEMM_GROUP_M tile rows are walked column by column, so the CTAs running
-// at the same time share A rows and B columns in L2 (1 = row-major order).
+// Tile index -> (tile row, tile column): GROUP tile rows are walked column by column, so the CTAs running at the
+// same time share A rows and B columns in L2 (1 = row-major order). With a cluster the walk is over cluster rows
+// (CLUSTER tile rows each); the CTA of rank r takes tile row CLUSTER * row + r of them.
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
-    const int per_group = GEMM_GROUP_M * tiles_n;
+    const int per_group = GROUP * tiles_n;
     const int group = tile / per_group;
-    const int first_m = group * GEMM_GROUP_M;
-    const int rows = min(tiles_m - first_m, GEMM_GROUP_M);
+    const int first_m = group * GROUP;
+    const int rows = min(tiles_m - first_m, GROUP);
     const int in_group = tile - group * per_group;
     tm = first_m + in_group % rows;
     tn = in_group / rows;
+}
+
+// The walk of one CTA over rows x tiles_n cluster tiles: its cluster's index, then every (clusters)-th one.
+// Read from the special registers where used (fewer live registers: the mma.sync consumers have none to spare).
+__device__ __forceinline__ int first_tile() { return blockIdx.x / CLUSTER; }
+__device__ __forceinline__ int tile_step() { return gridDim.x / CLUSTER; }
+__device__ __forceinline__ u32 pair_rank() {
+#if GEMM_CLUSTER_M > 1
+    return cluster_ctarank();
+#else
+    return 0;
+#endif
+}
+// A cluster tile -> this CTA's tile. A tile row past M (odd tile rows) still loads its part of B for the peer.
+__device__ __forceinline__ void walk_coords(int tile, int rows, int tiles_n, int& tm, int& tn) {
+    tile_coords(tile, rows, tiles_n, tm, tn);
+    tm = tm * CLUSTER + pair_rank();
+}
+
+// GEMM_PROFILE=1 (drvtma.gemm.profile): SM cycles spent where the pipeline can stall, per CTA, in `profile`
+// [CTA][PROFILE_SLOTS]: the producer's waits for an empty stage (the ring is full: the consumers bound the rate),
+// the first consumer warpgroup's waits for a full stage (the loads bound it), its epilogues, its whole run, and
+// the %globaltimer interval of that run (cycles / ns = the SM clock the run ran at). Off: all of it compiles away.
+#ifndef GEMM_PROFILE
+#define GEMM_PROFILE 0
+#endif
+enum ProfileSlot : int { kEmptyWait, kFullWait, kEpilogue, kConsumerCycles, kTiles, kSmId, kStartNs, kEndNs,
+                         PROFILE_SLOTS };
+struct Stopwatch {
+#if GEMM_PROFILE
+    u64 sum = 0, t = 0;
+    __device__ __forceinline__ void start() { t = clock64(); }
+    __device__ __forceinline__ void stop() { sum += clock64() - t; }
+#else
+    __device__ __forceinline__ void start() {}
+    __device__ __forceinline__ void stop() {}
+#endif
+};
+__device__ __forceinline__ void profile_put(u64* profile, int slot, u64 value) {
+#if GEMM_PROFILE
+    profile[blockIdx.x * PROFILE_SLOTS + slot] = value;
+#endif
+}
+
+// Waits on the ring: a cluster's barriers are also completed by the peer (its multicast bytes, its consumers'
+// arrivals), so those waits acquire at cluster scope.
+__device__ __forceinline__ bool ring_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 id, u32 stage, u32 site) {
+#if GEMM_CLUSTER_M > 1
+    return mbar_wait_cluster(bar, parity, st, id, stage, site);
+#else
+    return mbar_wait(bar, parity, st, id, stage, site);
+#endif
 }
 
 // Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
@@ -128,37 +200,59 @@ __device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi
 }
 
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b, int tiles_m, int tiles_n, int kblocks,
-                                        DrvtmaStatus* status) {
+                                        const CUtensorMap* map_b, int rows, int tiles_n, int kblocks,
+                                        DrvtmaStatus* status, u64* profile) {
     RingCursor rc;
-    for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    Stopwatch empty_wait;
+    for (int tile = first_tile(); tile < rows * tiles_n; tile += tile_step()) {
         int tm, tn;
-        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        walk_coords(tile, rows, tiles_n, tm, tn);
         for (int kb = 0; kb < kblocks; ++kb) {
             // parity phase ^ 1: a fresh barrier counts as released, so the first pass over the ring does not wait
-            if (!mbar_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return;
+            empty_wait.start();
+            if (!ring_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return;
+            empty_wait.stop();
             unsigned char* stage = ring + rc.stage * STAGE_BYTES;
             u64* bar = &full[rc.stage];
+            // the peer's half of B may land before this arm: the barrier's tx-count goes below zero for a while,
+            // and the phase cannot complete before this arrival
             mbar_arrive_expect_tx(bar, GEMM_TX_BYTES);
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
                 tma_load_2d(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, bar);
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p)
+            for (int p = 0; p < PANELS; ++p) {
+#if GEMM_CLUSTER_M > 1
+                tma_load_multicast_2d(stage + A_BYTES + p * B_BOX_BYTES + pair_rank() * B_PART_BYTES, map_b,
+                                      kb * BK + p * PANEL_ELEMS, tn * BN + pair_rank() * B_PART_ROWS, bar,
+                                      (u16)((1u << CLUSTER) - 1));
+#else
                 tma_load_2d(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, bar);
+#endif
+            }
             rc.advance(STAGES);
         }
     }
+#if GEMM_PROFILE
+    profile_put(profile, kEmptyWait, empty_wait.sum);
+#endif
 }
 
-// One warp lane per consumer warp releases a stage once the wgmmas that read it are complete.
+// One warp lane per consumer warp releases a stage once the wgmmas that read it are complete: on its own empty
+// barrier, and with a cluster on the peer's too (the peer's producer multicasts into this CTA's stage).
 __device__ __forceinline__ void release(u64* empty, int stage) {
-    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[stage]);
+    if ((threadIdx.x & 31) != 0) return;
+#if GEMM_CLUSTER_M > 1
+#pragma unroll
+    for (u32 r = 0; r < CLUSTER; ++r) mbar_remote_arrive(&empty[stage], r);
+#else
+    mbar_arrive(&empty[stage]);
+#endif
 }
 
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
-                                        const CUtensorMap* map_c, int M, int N, int tiles_m, int tiles_n,
-                                        int kblocks, float alpha, DrvtmaStatus* status) {
+                                        const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
+                                        int kblocks, float alpha, DrvtmaStatus* status, u64* profile) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
     const int t = threadIdx.x % 128, w = t / 32, g = (t % 32) / 4, c = t % 4;
     const bool store_issuer = t == 0;
@@ -174,12 +268,19 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 #pragma unroll
         for (int i = 0; i < ND; ++i) acc[a][i] = 0.f;
     RingCursor rc;
-    for (int tile = blockIdx.x; tile < tiles_m * tiles_n; tile += gridDim.x) {
+    Stopwatch full_wait, epilogue;
+#if GEMM_PROFILE
+    const u64 cycles0 = clock64(), ns0 = globaltimer_ns();
+    u32 tiles_done = 0;
+#endif
+    for (int tile = first_tile(); tile < rows * tiles_n; tile += tile_step()) {
         int tm, tn;
-        tile_coords(tile, tiles_m, tiles_n, tm, tn);
+        walk_coords(tile, rows, tiles_n, tm, tn);
         int previous = -1;
         for (int kb = 0; kb < kblocks; ++kb) {
-            if (!mbar_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return;
+            full_wait.start();
+            if (!ring_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return;
+            full_wait.stop();
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
             const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
 #if GEMM_MMA_SYNC
@@ -243,6 +344,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             for (int i = 0; i < ND; ++i) wgmma_fence_operand(acc[a][i]);  // no read of acc before the wait
 
         // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile.
+        epilogue.start();
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a) {
             const int row0 = tm * BM + cw * WG_ROWS + a * 64;
@@ -272,29 +374,53 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                 ++stores;
             }
         }
+        epilogue.stop();
+#if GEMM_PROFILE
+        ++tiles_done;
+#endif
     }
     if (store_issuer) bulk_wait<0>();  // staging must outlive the stores' reads; writes done before exit
+#if GEMM_PROFILE
+    if (cw == 0 && t == 0) {
+        u32 smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        const u64 values[] = {full_wait.sum, epilogue.sum, clock64() - cycles0, tiles_done, smid, ns0,
+                              globaltimer_ns()};
+        for (int i = 0; i < 7; ++i) profile_put(profile, kFullWait + i, values[i]);
+    }
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-        const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float alpha, DrvtmaStatus* status) {
+        const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float alpha, DrvtmaStatus* status,
+        u64* profile) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ u64 full[STAGES], empty[STAGES];
     unsigned char* ring = align_smem_1024(smem_raw);
     unsigned char* staging = ring + STAGES * STAGE_BYTES;
-    init_block_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS});
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, kblocks = (K + BK - 1) / BK;
+    const int rows = (tiles_m + CLUSTER - 1) / CLUSTER;  // cluster rows of tiles
+#if GEMM_CLUSTER_M > 1
+    // every consumer warp of both CTAs releases each stage; the cluster barrier inside makes the barriers of
+    // each CTA visible to the peer before any multicast or remote arrival reaches them
+    init_cluster_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS * CLUSTER});
+#else
+    init_block_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS});
+#endif
     if (threadIdx.x < 128) {
 #if GEMM_PRODUCER_REGS
         setmaxnreg_dec<GEMM_PRODUCER_REGS>();
 #endif
-        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, tiles_m, tiles_n, kblocks,
-                                                     status);
+        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, kblocks, status,
+                                                     profile);
     } else {
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, &map_c, M, N, tiles_m, tiles_n, kblocks, alpha, status);
+        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, kblocks, alpha, status, profile);
     }
+#if GEMM_CLUSTER_M > 1
+    cluster_sync();  // the peer may still arrive on this CTA's empty barriers: stay until both are done
+#endif
 }

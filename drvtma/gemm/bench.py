@@ -232,6 +232,8 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES), help="MxNxK,...")
     p.add_argument("--stages", type=int, help="ring depth (default: the config's)")
     p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any GemmConfig field, e.g. --set cluster_m=2 --set group_m=16 (repeatable)")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--warmups", type=int, default=3)
     p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
@@ -240,11 +242,15 @@ def gemm_command(argv: list[str]) -> int:
                    help="sweep the seed's claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
     p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
     p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of timing: where the cycles go (drvtma.gemm.profile: clock, issue rate, stalls, tail)")
     p.add_argument("--out", help="directory for gemm.csv and gemm.md")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if args.claims:
         return _claims_command(args, argv)
+    if args.profile:
+        return _profile_command(p, args, argv)
     try:
         shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
         assert all(len(s) == 3 for s in shapes)
@@ -255,6 +261,10 @@ def gemm_command(argv: list[str]) -> int:
         cfg = cfg.with_(stages=args.stages)
     if args.swizzle is not None:
         cfg = cfg.with_(swizzle=args.swizzle)
+    try:
+        cfg = cfg.with_(**config_changes(args.set))
+    except ValueError as exc:
+        p.error(str(exc))
     result = run_gemm_bench(cfg, dtypes=[d for d in args.dtypes.split(",") if d], shapes=shapes, runs=args.runs,
                             warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
                             progress=None if args.quiet else sys.stderr)
@@ -263,6 +273,50 @@ def gemm_command(argv: list[str]) -> int:
         write_report(args.out, "gemm", result.csv_text(),
                      markdown=result.markdown(" ".join(["drvtma bench gemm", *argv])))
     return 0 if all(pt.verified for pt in result.points) else 1
+
+
+def _profile_command(p, args, argv) -> int:
+    from .profile import profile_gemm
+
+    shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
+    cfg = GemmConfig().with_(**config_changes(args.set))
+    lines, figures = [], []
+    for dtype in [d for d in args.dtypes.split(",") if d]:
+        for m, n, k in shapes:
+            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)), m, n, k)
+            record(prof.summary())
+            figures.append(prof.summary())
+            lines.append(prof.text())
+            print(lines[-1], flush=True)
+    if args.out:
+        cols = list(figures[0])
+        csv = "\n".join([",".join(cols), *(",".join(str(f[c]).replace(",", ";") for c in cols) for f in figures)])
+        md = "\n".join([f"# {' '.join(['drvtma bench gemm', *argv])}", "", f"- drvtma: {cfg.label()}", "",
+                         *(f"- {line}" for line in lines), ""])
+        write_report(args.out, "gemm-profile", csv + "\n", markdown=md)
+    return 0
+
+
+def config_changes(items) -> dict:
+    """["cluster_m=2", "persistent=false"] -> {"cluster_m": 2, "persistent": False}, typed like GemmConfig's field."""
+    from dataclasses import fields
+
+    kinds = {f.name: f.type for f in fields(GemmConfig)}
+    out = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or name not in kinds:
+            raise ValueError(f"--set wants FIELD=VALUE with FIELD one of {', '.join(kinds)}; got {item!r}")
+        kind = str(kinds[name])
+        if kind.startswith("bool"):
+            if text.lower() not in ("true", "false", "1", "0", "on", "off"):
+                raise ValueError(f"--set {name} wants true or false, got {text!r}")
+            out[name] = text.lower() in ("true", "1", "on")
+        elif kind.startswith("int"):
+            out[name] = None if text.lower() == "none" else int(text)
+        else:
+            out[name] = text
+    return out
 
 
 def _claims_command(args, argv) -> int:

@@ -7,7 +7,8 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - consumers: 1 or 2 consumer warpgroups; setmaxnreg: on / off (producer_regs / consumer_regs when on);
 - persistent: one CTA per SM walking tiles, or one tile per CTA; group_m: tile order (1 = row-major);
 - inflight: wgmma groups left running while the next stage is issued (0 or 1);
-- dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2-CTA multicast (not built yet: refused by rule);
+- dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2 = CTA pairs along M, each loading half of the
+  shared B tile and multicasting it into both (fast.cu's 2x1 cluster);
 - mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak").
 """
 
@@ -167,10 +168,9 @@ class GemmConfig:
         if self.mma not in ("wgmma", "mma_sync"):
             yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the seed's traditional-mma "
                             "baseline)")
-        if self.cluster_m != 1:
-            yield GemmError("cluster_multicast", "cluster_m", self.cluster_m, "use 1",
-                            "2-CTA clusters with multicast of B are not built yet (cu/include/drvtma/cluster.cuh "
-                            "has the pieces)")
+        if self.cluster_m not in (1, 2):
+            yield GemmError("cluster_size", "cluster_m", self.cluster_m, "use 1 or 2",
+                            "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
         if self.swizzle not in SWIZZLES:
             yield GemmError("swizzle", "swizzle", self.swizzle, f"use one of {', '.join(SWIZZLES)}")
             return
@@ -277,29 +277,40 @@ class GemmConfig:
             "GEMM_CONSUMER_REGS": self.consumer_regs if regs else 0,
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
-            "GEMM_MMA_SYNC": int(self.mma == "mma_sync"),
+            "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
         }
 
     # ---- launch shape
     def tiles(self, m: int, n: int) -> int:
         return math.ceil(m / self.bm) * math.ceil(n / self.bn)
 
+    def cluster_tiles(self, m: int, n: int) -> int:
+        """Units of work of one cluster: cluster_m tile rows (the last one may run past M) by one tile column."""
+        return math.ceil(math.ceil(m / self.bm) / self.cluster_m) * math.ceil(n / self.bn)
+
     def grid(self, m: int, n: int, sm_count: int) -> int:
-        """Persistent: one CTA per SM (at most one per tile); else one CTA per tile."""
-        tiles = self.tiles(m, n)
-        return min(tiles, sm_count) if self.persistent else tiles
+        """CTAs: persistent, one per SM (at most one cluster per cluster tile); else one cluster per cluster tile."""
+        units = self.cluster_tiles(m, n)
+        clusters = min(units, sm_count // self.cluster_m) if self.persistent else units
+        return clusters * self.cluster_m
+
+    @property
+    def cluster(self) -> tuple[int, int, int] | None:
+        """The launch's cluster shape (None: no cluster)."""
+        return (self.cluster_m, 1, 1) if self.cluster_m > 1 else None
 
     def label(self) -> str:
         regs = f"{self.producer_regs}/{self.consumer_regs}" if self.setmaxnreg else "off"
         return (f"{self.dtype}->{self.out_dtype} {self.bm}x{self.bn}x{self.k_tile} {self.stages} stages, "
                 f"{self.consumers} consumer WG, swizzle {self.swizzle}, setmaxnreg {regs}, "
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
-                f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else ""))
+                f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
+                + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else ""))
 
 
 # The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
-# 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` (next session) verifies and times each value;
-# values the kernel cannot take yet are refused by their rule (cluster_multicast), so the table shows it.
+# 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` verifies and times each value; a value the
+# kernel cannot take is refused by its rule, and the table shows which.
 CLAIMS: dict[str, tuple[str, tuple, dict]] = {
     # claim: (field, values, other fields the sweep sets with it)
     "swizzle choice changes performance 10-20%": ("swizzle", ("none", "32B", "64B", "128B"), {}),

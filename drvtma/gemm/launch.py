@@ -80,7 +80,9 @@ def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: i
     t = config.wgmma.tma_dtype
     sw = config.box_spec("A").swizzle
     a = TensorMapSpec.create(t, (m, k), (config.bm, config.panel_elems), swizzle=sw, base_address=a_addr)
-    b = TensorMapSpec.create(t, (n, k), (config.bn, config.panel_elems), swizzle=sw, base_address=b_addr)
+    # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
+    b = TensorMapSpec.create(t, (n, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
+                             base_address=b_addr)
     cols = 128 // config.out_itemsize
     c = TensorMapSpec.create(config.out_dtype, (m, n), (64, cols), swizzle=Swizzle.B128, base_address=c_addr)
     return a, b, c
@@ -149,10 +151,13 @@ class BoundGemm:
         self.status = StatusBuffer()
         self.grid = cfg.grid(m, n, device_properties().sm_count)
         self.kernel = gemm.kernel
+        self.profile = None  # a DeviceBuffer of grid x 8 u64 for a GEMM_PROFILE=1 build (drvtma.gemm.profile)
 
     def launch(self, stream=None) -> None:
-        self.kernel.launch(*self.maps, self.m, self.n, self.k, self.alpha, self.status, grid=self.grid,
-                           block=self.gemm.config.threads, shared_mem=self.gemm.config.smem_bytes, stream=stream)
+        self.kernel.launch(*self.maps, self.m, self.n, self.k, self.alpha, self.status,
+                           0 if self.profile is None else self.profile, grid=self.grid,
+                           block=self.gemm.config.threads, shared_mem=self.gemm.config.smem_bytes, stream=stream,
+                           cluster=self.gemm.config.cluster)
 
     def run_checked(self, stream=None) -> None:
         """Poison C, launch, synchronise, raise BarrierTimeout if a wait ran out."""
