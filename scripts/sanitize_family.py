@@ -140,7 +140,7 @@ def bench_kernels() -> None:
              splits=("warp",), article_modes=False, progress=None)  # raises on a wrong word sum or checksum
     run_multicast_bench(ks=(2,), tile_kib=(4,), ctas=16, tensor_mib=1, launch_mib=1, runs=1, warmups=0)
     mod = load_module("runtime/launch_cost.cu")
-    with DeviceBuffer(4 * 256) as out:
+    with DeviceBuffer(4 * 64 * 256) as out:  # the map spans the whole buffer; the kernels write its first 256
         tmap = encode_tiled(TensorMapSpec.create("float32", (64, 256), (8, 32)), out)
         for kernel, args in ((mod.kernel("plain_args"), ()), (mod.kernel("map_args"), (tmap,))):
             out.fill_u32(0x7FBADBAD)

@@ -243,3 +243,18 @@ def test_profile_build_compiles_with_its_counters_and_the_plain_one_without():
         clock = lambda ops: sum(v for op, v in ops.items() if op.startswith(("CS2R", "S2UR")))  # noqa: E731
         assert clock(profiled) > clock(plain)
         assert not any(op.startswith(("LDL", "STL")) for op in profiled)
+
+
+def test_cublaslt_descriptor_attributes_get_their_c_sizes():
+    """FAST_ACCUM is an int8_t in cublasLt.h: given as 4 bytes cuBLASLt refused it (INVALID_VALUE on the H200)."""
+    from types import SimpleNamespace
+
+    from drvtma.gemm.cublas import _desc_attribute_dtype
+
+    bare = SimpleNamespace()
+    assert _desc_attribute_dtype(bare, 25, "FAST_ACCUM").itemsize == 1
+    assert _desc_attribute_dtype(bare, 3, "TRANSA").itemsize == 4
+    told = SimpleNamespace(get_matmul_desc_attribute_dtype=lambda attr: {25: np.int8, 3: np.int32}[attr])
+    assert _desc_attribute_dtype(told, 25, "FAST_ACCUM") == np.int8
+    broken = SimpleNamespace(get_matmul_desc_attribute_dtype=lambda attr: 1 / 0)
+    assert _desc_attribute_dtype(broken, 25, "FAST_ACCUM") == np.int8

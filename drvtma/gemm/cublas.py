@@ -53,6 +53,22 @@ def _enum(owner, name: str, fallback: int) -> int:
     return int(getattr(owner, name, fallback)) if owner is not None else fallback
 
 
+# The C types of the descriptor attributes set here (cublasLt.h): an attribute given the wrong size is refused
+# with CUBLAS_STATUS_INVALID_VALUE (FAST_ACCUM is an int8_t: set as 4 bytes it failed on the H200).
+DESC_ATTRIBUTE_DTYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "FAST_ACCUM": np.int8}
+
+
+def _desc_attribute_dtype(lt, attr: int, name: str):
+    """nvmath's own table of attribute types where it has one, else DESC_ATTRIBUTE_DTYPES."""
+    lookup = getattr(lt, "get_matmul_desc_attribute_dtype", None)
+    if lookup is not None:
+        try:
+            return np.dtype(lookup(attr))
+        except Exception:  # noqa: BLE001 - an older nvmath without this attribute in its table
+            pass
+    return np.dtype(DESC_ATTRIBUTE_DTYPES[name])
+
+
 class LtGemm:
     """cuBLASLt through nvmath.bindings.cublasLt: one handle, a plan per problem (heuristic #0, 32 MiB workspace)."""
 
@@ -82,8 +98,9 @@ class LtGemm:
         if dtype.startswith("float8"):
             settings.append(("FAST_ACCUM", 25, 1))  # the same accumulation as drvtma's kernel: see FP8_ACCUMULATION
         for name, fallback, value in settings:
-            v = np.array([value], np.int32)
-            lt.matmul_desc_set_attribute(desc, _enum(attrs, name, fallback), v.ctypes.data, 4)
+            attr = _enum(attrs, name, fallback)
+            v = np.array([value], _desc_attribute_dtype(lt, attr, name))
+            lt.matmul_desc_set_attribute(desc, attr, v.ctypes.data, v.itemsize)
         la = lt.matrix_layout_create(in_t, k, n, k)  # B's buffer seen as K x N column-major, transposed
         lb = lt.matrix_layout_create(in_t, k, m, k)  # A's buffer seen as K x M column-major
         lc = lt.matrix_layout_create(out_t, n, m, n)  # C row-major M x N = column-major N x M
