@@ -212,6 +212,8 @@ def test_bench_kernel_has_both_load_kinds(stages):
     cubin = compiler.compile_cubin("cluster/multicast_bench.cu", defines={"DRVTMA_MC_STAGES": stages})
     ops = sass.instructions(cubin, "multicast_bench")
     assert ops["UTMALDG.2D.MULTICAST"] >= 1 and ops["UTMALDG.2D"] >= 1, sorted(ops)
+    # the per-stage remote arrive is CTA-scope: the only GPU-scope fences are the cluster barriers' own
+    assert ops.get("MEMBAR.ALL.GPU", 0) == ops["UCGABAR_ARV"], sorted(ops)
 
 
 def test_hazard_build_compiles():

@@ -71,6 +71,9 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     else:  # A one box per K panel; this CTA's part of B multicast into the pair; cluster barriers at both ends
         assert ops["UTMALDG.2D"] == ops["UTMALDG.2D.MULTICAST"] == cfg.panels
         assert ops["UCGABAR_ARV"] >= 2 and ops["UCGABAR_WAIT"] >= 2
+        # stages go back to the pair with CTA-scope remote arrives: a cluster-scope release costs a MEMBAR.ALL.GPU
+        # each (it halved the tensor issue rate on the H200); only the two cluster barriers fence at GPU scope
+        assert ops.get("MEMBAR.ALL.GPU", 0) == ops["UCGABAR_ARV"]
     assert ops["UTMASTG.2D"] == cfg.bn // (128 // cfg.out_itemsize) * cfg.m_atoms  # one per epilogue panel
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg

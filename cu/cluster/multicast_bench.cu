@@ -49,7 +49,7 @@ extern "C" __global__ void multicast_bench(const __grid_constant__ CUtensorMap m
     u32 sum = 0;
     for (u32 i = 0; i < tiles; ++i) {
         const u32 s = i % kStages, parity = (i / kStages) & 1;
-        if (threadIdx.x == 0 && !mbar_wait_cluster(&full[s], parity, status, 0, s, 0)) ok = false;
+        if (threadIdx.x == 0 && !mbar_wait(&full[s], parity, status, 0, s, 0)) ok = false;
         __syncthreads();
         if (!ok) break;
         const uint4* words = reinterpret_cast<const uint4*>(stage_base + s * tile_bytes);
@@ -60,8 +60,10 @@ extern "C" __global__ void multicast_bench(const __grid_constant__ CUtensorMap m
         __syncthreads();  // every thread has read stage s
         if (threadIdx.x == 0 && i + kStages < tiles) {
             if (multicast) {
-                for (u32 r = 0; r < k; ++r) mbar_remote_arrive(&empty[s], r);
-                if (!mbar_wait_cluster(&empty[s], parity, status, 1, s, 1)) ok = false;
+                // CTA-scope release and acquire, as CUTLASS's cluster pipelines: the cluster-scope forms cost a
+                // MEMBAR.ALL.GPU per arrive and an L1 invalidation per wait (cluster.cuh)
+                for (u32 r = 0; r < k; ++r) mbar_remote_arrive_cta(&empty[s], r);
+                if (!mbar_wait(&empty[s], parity, status, 1, s, 1)) ok = false;
             }
             if (ok) issue(i + kStages);
         }

@@ -174,14 +174,11 @@ __device__ __forceinline__ void profile_put(u64* profile, int slot, u64 value) {
 #endif
 }
 
-// Waits on the ring: a cluster's barriers are also completed by the peer (its multicast bytes, its consumers'
-// arrivals), so those waits acquire at cluster scope.
+// Waits on the ring, cluster or not: CTA-scope acquire (as CUTLASS's cluster pipelines wait). The peer's part of
+// a stage arrives through the async proxy and completes on this CTA's own barrier; the peer's consumers only say
+// that their reads are done. The cluster-scope acquire (mbar_wait_cluster) adds an L1 invalidation per wait.
 __device__ __forceinline__ bool ring_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 id, u32 stage, u32 site) {
-#if GEMM_CLUSTER_M > 1
-    return mbar_wait_cluster(bar, parity, st, id, stage, site);
-#else
     return mbar_wait(bar, parity, st, id, stage, site);
-#endif
 }
 
 // Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
@@ -244,7 +241,7 @@ __device__ __forceinline__ void release(u64* empty, int stage) {
     if ((threadIdx.x & 31) != 0) return;
 #if GEMM_CLUSTER_M > 1
 #pragma unroll
-    for (u32 r = 0; r < CLUSTER; ++r) mbar_remote_arrive(&empty[stage], r);
+    for (u32 r = 0; r < CLUSTER; ++r) mbar_remote_arrive_cta(&empty[stage], r);
 #else
     mbar_arrive(&empty[stage]);
 #endif

@@ -78,6 +78,15 @@ __device__ __forceinline__ void mbar_remote_arrive(u64* bar, u32 rank) {
                  ::"r"(mapa_shared(smem_u32(bar), rank)) : "memory");
 }
 
+// Arrive once on the barrier at the same offset as `bar` in CTA `rank` with mbarrier.arrive's default semantics
+// (release at CTA scope), as CUTLASS's ClusterBarrier::arrive(cta_id, pred) does. Enough to hand a ring stage back
+// to a peer's producer: the arrival says this thread's reads of the stage are done (a wgmma's reads are complete
+// at its wait), and the peer's TMA overwrites the stage only after its own wait on this barrier. The
+// .release.cluster form above is preceded by MEMBAR.ALL.GPU in SASS, on every call.
+__device__ __forceinline__ void mbar_remote_arrive_cta(u64* bar, u32 rank) {
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(mapa_shared(smem_u32(bar), rank)) : "memory");
+}
+
 // try_wait that acquires at cluster scope: the bytes completing a multicast-fed barrier come from other CTAs.
 __device__ __forceinline__ bool mbar_try_wait_parity_cluster(u64* bar, u32 parity) {
     u32 done;
