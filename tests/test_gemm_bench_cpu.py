@@ -165,7 +165,7 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
 
 def test_bench_refuses_to_time_a_wrong_result(fake_gpu):
     FakeGemm.wrong_for = (GemmConfig().label(),)
-    result = bench.run_gemm_bench(GemmConfig(), shapes=((64, 256, 64),), runs=2, warmups=0)
+    result = bench.run_gemm_bench(GemmConfig(), shapes=((64, 256, 64),), runs=2, warmups=0, auto=False)
     p = result.points[0]
     assert not p.verified and "MISMATCH" in p.note and fake_gpu.calls == []
     assert not fake_gpu.jsonl.exists() or not fake_gpu.jsonl.read_text()
@@ -184,6 +184,9 @@ def test_claim_sweep_covers_every_claim(fake_gpu):
     assert all(p.tflops / p.cublas_tflops == pytest.approx(1.25) for p in timed)
     md = result.markdown("drvtma bench gemm --claims")
     assert md.count("\n| ") == len(result.points) + 1
+    spreads = result.spreads()
+    assert len(spreads) == len(CLAIMS) and all(" 1.000" in line for line in spreads)  # the best is 1.000 of itself
+    assert "## Per claim" in md
 
 
 def test_set_changes_any_config_field_with_its_type():
@@ -258,3 +261,14 @@ def test_cublaslt_descriptor_attributes_get_their_c_sizes():
     assert _desc_attribute_dtype(told, 25, "FAST_ACCUM") == np.int8
     broken = SimpleNamespace(get_matmul_desc_attribute_dtype=lambda attr: 1 / 0)
     assert _desc_attribute_dtype(broken, 25, "FAST_ACCUM") == np.int8
+
+
+def test_skinny_problems_get_the_small_tile_and_the_point_names_it(fake_gpu):
+    big = GemmConfig()
+    small = big.for_problem(16, 8192, 132)
+    assert (small.bm, small.bn, small.consumers, small.stages) == (64, 128, 1, 8) and small.check() is small
+    assert big.for_problem(4096, 4096, 132) is big and small.for_problem(16, 8192, 132) is small
+    assert GemmConfig(dtype="float8_e4m3fn").for_problem(16, 8192, 132).smem_bytes <= 232448
+    result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
+    assert result.points[0].config == small.label() and result.points[1].config == ""
+    assert small.label() in result.markdown("drvtma bench gemm")

@@ -25,8 +25,10 @@ from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
 
-SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (8192, 4096, 8192),
-          (16, 8192, 8192))
+# The issue's shapes, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
+# 4096^3's 512 leave 16 SMs idle in the last one, so the pair measures what tile quantization costs at 4096^3.
+SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
+          (8192, 4096, 8192), (16, 8192, 8192))
 DTYPES = ("bfloat16",)
 # |drvtma - cuBLAS| <= RTOL |cuBLAS| + ATOL max|cuBLAS|: both accumulate in fp32 and round once to the output,
 # so they differ by output roundings (2^-8 relative for bf16, either side) and fp32 summation order.
@@ -67,6 +69,7 @@ class GemmPoint:
     smi_before: dict = field(default_factory=dict)
     smi_after: dict = field(default_factory=dict)
     note: str = ""
+    config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -138,7 +141,9 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
 
 
 def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: int = 20, warmups: int = 3,
-                   flush_l2: bool = True, backend: str | None = None, seed: int = 15, progress=None):
+                   flush_l2: bool = True, backend: str | None = None, seed: int = 15, progress=None,
+                   auto: bool = True):
+    """`auto`: each shape runs config.for_problem (the small tile for skinny problems); the point names it."""
     from ..runtime.driver import DeviceBuffer, device_properties
     from .cublas import open_cublas
     from .launch import Gemm
@@ -149,14 +154,21 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
     flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_l2 else None
     rng = np.random.default_rng(seed)
     points = []
+    gemms: dict[GemmConfig, Gemm] = {}
     try:
         for dtype in dtypes:
             dtype = dtype_name(dtype)
-            gemm = Gemm(config.with_(dtype=dtype))
             alpha = 0.5 if dtype.startswith("float8") else 1.0  # per-tensor scales: scale_a x scale_b
             for m, n, k in shapes:
+                base = config.with_(dtype=dtype)
+                cfg = base.for_problem(m, n, props.sm_count) if auto else base
+                if cfg not in gemms:
+                    gemms[cfg] = Gemm(cfg)
+                gemm = gemms[cfg]
                 p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
                                 alpha=alpha)
+                if cfg != base:
+                    p.config = cfg.label()
                 points.append(p)
                 if p.verified:
                     record(p.figure())
@@ -175,7 +187,7 @@ def row_text(p: GemmPoint) -> str:
     clocks = f"SM {p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')} MHz, " \
              f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')} W"
     return (f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.tflops(p.ms):7.1f} {p.tflops(p.cublas_ms):7.1f} "
-            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}")
+            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}" + (f"  [{p.config}]" if p.config else ""))
 
 
 @dataclass
@@ -209,16 +221,17 @@ class GemmBenchResult:
         return "\n".join(lines) + "\n"
 
     def markdown(self, command: str) -> str:
-        rows = ["| dtype | M | N | K | drvtma TFLOP/s | cuBLAS TFLOP/s | ratio | err/tol | SM MHz | W | cuBLAS kernel |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]
+        rows = ["| dtype | M | N | K | drvtma TFLOP/s | cuBLAS TFLOP/s | ratio | err/tol | SM MHz | W | cuBLAS kernel "
+                "| drvtma config, where not the one above |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in self.points:
             if not p.verified:
-                rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.note} | | | | | | |")
+                rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.note} | | | | | | | {p.config} |")
                 continue
             rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.tflops(p.ms):.1f} | {p.tflops(p.cublas_ms):.1f} "
                         f"| {p.ratio:.3f} | {p.max_error:.2f} | {p.smi_before.get('sm_mhz', '?')}->"
                         f"{p.smi_after.get('sm_mhz', '?')} | {p.smi_before.get('power_w', '?')}->"
-                        f"{p.smi_after.get('power_w', '?')} | {'; '.join(p.cublas_kernels)[:120]} |")
+                        f"{p.smi_after.get('power_w', '?')} | {'; '.join(p.cublas_kernels)[:120]} |"
+                        + (f" {p.config} |" if p.config else " |"))
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
                           f"- timing: median of {self.runs} runs each, ABBA halves, events behind a stream hold, "
                           f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", *rows, ""])

@@ -136,6 +136,21 @@ class ClaimsResult:
     runs: int
     flush_l2: bool
 
+    def spreads(self) -> list[str]:
+        """One line per claim: each timed value relative to the best one (refused values named with their rule)."""
+        lines = []
+        for claim in dict.fromkeys(p.claim for p in self.points):
+            pts = [p for p in self.points if p.claim == claim]
+            timed = [p for p in pts if not p.note]
+            if not timed:
+                lines.append(f"{claim}: nothing timed")
+                continue
+            best = max(timed, key=lambda p: p.tflops)
+            parts = [f"{p.value} {p.tflops / best.tflops:.3f}" if not p.note else f"{p.value} {p.note}" for p in pts]
+            lines.append(f"{claim}: best {best.value} ({best.tflops:.1f} TFLOP/s, {100 * best.peak_fraction:.1f}% "
+                         f"of peak); relative to it: " + ", ".join(parts))
+        return lines
+
     def text(self) -> str:
         head = (f"claims at {'x'.join(map(str, self.shape))}; cuBLAS: {self.cublas}\n"
                 f"{'claim':<44} {'value':<14} {'TFLOP/s':>7} {'peak':>6} {'vs cuBLAS':>6}")
@@ -157,6 +172,8 @@ class ClaimsResult:
             else:
                 rows.append(f"| {p.claim} | {p.value} | {p.tflops:.1f} | {100 * p.peak_fraction:.1f} | "
                             f"{p.tflops / p.cublas_tflops:.3f} | |")
+        rows += ["", "## Per claim: the best value and how far the others fall behind it", "",
+                 *(f"- {line}" for line in self.spreads())]
         clocks = (f"SM {self.smi_before.get('sm_mhz', '?')} -> {self.smi_after.get('sm_mhz', '?')} MHz, "
                   f"{self.smi_before.get('power_w', '?')} -> {self.smi_after.get('power_w', '?')} W")
         return "\n".join([

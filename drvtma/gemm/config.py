@@ -294,6 +294,16 @@ class GemmConfig:
         clusters = min(units, sm_count // self.cluster_m) if self.persistent else units
         return clusters * self.cluster_m
 
+    def for_problem(self, m: int, n: int, sm_count: int) -> GemmConfig:
+        """This configuration, or for a problem too small to give every other SM a tile (a skinny M: 16 x 8192 has
+        32 tiles of 128 x 256) the small tile: 64 x 128, one consumer, as many stages as fit (up to 8), so twice
+        as many SMs stream B. Measured on the H200: 0.54x cuBLAS at 16x8192x8192 with the big tile, 0.89x small."""
+        if self.tiles(m, n) * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1):
+            return self
+        small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1)
+        fit = (SMEM_LIMIT - ALIGN_SLACK - 2 * EPI_BUF_BYTES) // small.stage_bytes
+        return small.with_(stages=max(1, min(8, fit)))
+
     @property
     def cluster(self) -> tuple[int, int, int] | None:
         """The launch's cluster shape (None: no cluster)."""
