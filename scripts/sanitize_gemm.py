@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
-ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync and 2-CTA
-cluster (B multicast) variants; every
+ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA
+cluster (B multicast) and stream-K (partial sums through a workspace) variants; every
 result compared exactly with NumPy on integer data; exits non-zero on a mismatch."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from drvtma.runtime.driver import context  # noqa: E402
 
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
            GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
-           GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"))
+           GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"),
+           GemmConfig(streamk=True))
 
 
 def main() -> int:

@@ -50,6 +50,12 @@ CLAIMS = {
     "cluster 2 tile per CTA": GemmConfig(cluster_m=2, persistent=False),
     "cluster 2 128x128 none f32": GemmConfig(cluster_m=2, bn=128, swizzle="none", out_dtype="float32"),
     "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
+    # stream-K: 12 tiles x 4 k-blocks over 132 CTAs (most ranges empty, tiles split over up to 3 CTAs) and 153
+    # tiles (132 whole, 21 split in 42 runs): owners add partials that other CTAs wrote through the workspace
+    "stream-K": GemmConfig(streamk=True), "stream-K f32 out": GemmConfig(streamk=True, out_dtype="float32"),
+    "stream-K e4m3": GemmConfig(streamk=True, dtype="float8_e4m3fn"),
+    "stream-K 1 consumer": GemmConfig(streamk=True, bm=64, consumers=1),
+    "stream-K mma.sync": GemmConfig(streamk=True, mma="mma_sync"),
 }
 
 
@@ -98,6 +104,38 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m):
     assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
     assert "full barrier" in str(exc.value)
     record("gemm_timeout", cluster_m=cluster_m, count=exc.value.count, first=str(first))
+
+
+def test_a_partial_sum_that_never_comes_ends_in_barrier_timeout(ctx):
+    """Stream-K with the partial's flag dropped: the owner's bounded wait on another CTA's slot runs out (20 ms)."""
+    cfg = GemmConfig(streamk=True)
+    gemm = Gemm(cfg, extra_defines={"GEMM_TEST_DROP_FLAG": 1, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
+    a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 300, 776, 208)
+    with pytest.raises(BarrierTimeout) as exc:
+        gemm.matmul(a, b)
+    assert {w.barrier for w in exc.value.waits} == {2} and {w.where for w in exc.value.waits} == {3}
+    assert "partial" in str(exc.value)
+    record("gemm_streamk_timeout", count=exc.value.count, first=str(exc.value.waits[0]))
+
+
+def test_streamk_runs_again_on_the_same_workspace(ctx):
+    """Each launch raises the flags to a new epoch: a second and third run on the same bound problem (stale
+    partials from the run before sit in the slots) are exact too."""
+    from drvtma.runtime.driver import DeviceBuffer
+
+    cfg = GemmConfig(streamk=True)
+    m, n, k = 300, 776, 208
+    rng = np.random.default_rng(SEED + 7)
+    out = value_dtype(cfg.out_dtype)
+    with DeviceBuffer(m * k * 2) as da, DeviceBuffer(n * k * 2) as db, DeviceBuffer(m * n * out.itemsize) as dc, \
+            Gemm(cfg).bind(da, db, dc, m, n, k) as op:
+        for _ in range(3):
+            a, b = exact_operands(rng, cfg.dtype, m, n, k)
+            da.upload(a), db.upload(b)
+            op.run_checked()
+            np.testing.assert_array_equal(dc.download(out, (m, n)).astype(np.float32),
+                                          reference_gemm(a, b, out_dtype=cfg.out_dtype).astype(np.float32))
+        assert op.epoch == 3
 
 
 def test_stores_clip_at_m_and_poison_shows_what_nobody_wrote(ctx):

@@ -149,6 +149,49 @@ __device__ __forceinline__ void walk_coords(int tile, int rows, int tiles_n, int
     tm = tm * CLUSTER + pair_rank();
 }
 
+// ---- the work of one CTA (GEMM_STREAMK=0: whole tiles, its cluster's index and every (clusters)-th one after).
+// GEMM_STREAMK=1 (persistent, no cluster): the tiles that fill whole waves go out whole; the rest (the last,
+// partial wave, which would leave SMs idle) are cut into k-blocks and every CTA takes an equal run of them. A
+// tile's run may span CTAs: the one that holds its first k-block (the head) owns it and adds the fp32 partial
+// sums of the others, which each CTA writes for the first run of its range (the only one that can start inside
+// a tile) into its own workspace slot, then raises its flag to this launch's epoch. An owner waits only on
+// higher CTAs' first runs, which wait on nothing, so no CTA order or residency can deadlock it.
+#ifndef GEMM_STREAMK
+#define GEMM_STREAMK 0
+#endif
+static_assert(!GEMM_STREAMK || CLUSTER == 1, "stream-K runs without clusters");
+struct StreamK {
+    int tiles, kblocks, whole;  // whole: tiles handed out whole (wave-filling); the rest are split
+    long long units;            // k-blocks of the split tiles
+    __device__ __forceinline__ StreamK(int tiles_, int kblocks_) : tiles(tiles_), kblocks(kblocks_) {
+        const int g = tile_step();
+        whole = (GEMM_STREAMK && tiles % g != 0) ? tiles / g * g : tiles;
+        units = (long long)(tiles - whole) * kblocks;
+    }
+    __device__ __forceinline__ long long begin(int cta) const { return units * cta / tile_step(); }
+    // the CTA whose run holds split unit u: the largest c with begin(c) <= u
+    __device__ __forceinline__ int cta_of(long long u) const { return (int)(((u + 1) * tile_step() - 1) / units); }
+    // with fewer units than CTAs some ranges are empty: those CTAs hold no part of any tile
+    __device__ __forceinline__ bool holds_units(int cta) const { return begin(cta + 1) > begin(cta); }
+};
+
+// Calls f(tile, kb0, kb1) for each run of k-blocks [kb0, kb1) of one tile this CTA computes, in order; stops
+// when f returns false (a wait timed out).
+template <typename F>
+__device__ __forceinline__ void for_each_run(const StreamK& sk, F&& f) {
+    for (int tile = first_tile(); tile < sk.whole; tile += tile_step())
+        if (!f(tile, 0, sk.kblocks)) return;
+#if GEMM_STREAMK
+    const long long end = sk.begin(blockIdx.x + 1);
+    for (long long u = sk.begin(blockIdx.x); u < end;) {
+        const int tile = sk.whole + (int)(u / sk.kblocks), kb0 = (int)(u % sk.kblocks);
+        const int kb1 = (int)min((long long)sk.kblocks, kb0 + (end - u));
+        if (!f(tile, kb0, kb1)) return;
+        u += kb1 - kb0;
+    }
+#endif
+}
+
 // GEMM_PROFILE=1 (drvtma.gemm.profile): SM cycles spent where the pipeline can stall, per CTA, in `profile`
 // [CTA][PROFILE_SLOTS]: the producer's waits for an empty stage (the ring is full: the consumers bound the rate),
 // the first consumer warpgroup's waits for a full stage (the loads bound it), its epilogues, its whole run, and
@@ -201,13 +244,14 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
                                         DrvtmaStatus* status, u64* profile) {
     RingCursor rc;
     Stopwatch empty_wait;
-    for (int tile = first_tile(); tile < rows * tiles_n; tile += tile_step()) {
+    for_each_run(StreamK(rows * tiles_n, kblocks), [&](int tile, int kb0, int kb1) {
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
-        for (int kb = 0; kb < kblocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
             // parity phase ^ 1: a fresh barrier counts as released, so the first pass over the ring does not wait
             empty_wait.start();
-            if (!ring_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return;
+            if (!ring_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer))
+                return false;
             empty_wait.stop();
             unsigned char* stage = ring + rc.stage * STAGE_BYTES;
             u64* bar = &full[rc.stage];
@@ -229,7 +273,8 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             }
             rc.advance(STAGES);
         }
-    }
+        return true;
+    });
 #if GEMM_PROFILE
     profile_put(profile, kEmptyWait, empty_wait.sum);
 #endif
@@ -247,9 +292,63 @@ __device__ __forceinline__ void release(u64* empty, int stage) {
 #endif
 }
 
+// ---- stream-K partial sums: slot `cta` of the workspace holds one tile's fp32 accumulators in register order
+// ([consumer][atom][register][thread]: consecutive threads, consecutive words), flags[cta] the epoch it was
+// written in. A named barrier over the consumer threads orders their writes before the flag's release (and the
+// flag's acquire before their reads), as CUTLASS's GenericBarrier does.
+constexpr u32 kBarPartial = 2, kSitePartial = 3;
+#ifndef GEMM_TEST_DROP_FLAG
+#define GEMM_TEST_DROP_FLAG 0
+#endif
+constexpr int PARTIAL_FLOATS = CONSUMERS * M_ATOMS * ND * 128;
+__device__ __forceinline__ void consumers_bar() { asm volatile("bar.sync 3, %0;" ::"n"(CONSUMERS * 128) : "memory"); }
+__device__ __forceinline__ float* partial_slot(float* workspace, int cta) {
+    const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
+    return workspace + (long long)cta * PARTIAL_FLOATS + cw * M_ATOMS * ND * 128 + t;
+}
+__device__ __forceinline__ bool save_partial(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch) {
+    float* slot = partial_slot(workspace, blockIdx.x);
+#pragma unroll
+    for (int a = 0; a < M_ATOMS; ++a)
+#pragma unroll
+        for (int i = 0; i < ND; ++i) __stcg(slot + (a * ND + i) * 128, acc[a][i]);
+    consumers_bar();
+    if (threadIdx.x == 128 && !GEMM_TEST_DROP_FLAG) {  // (tests drop the flag: the owner's wait must time out)
+        asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flags + blockIdx.x), "r"(epoch)
+                     : "memory");
+    }
+    return true;
+}
+__device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch,
+                                             const StreamK& sk, int first, int last, DrvtmaStatus* status) {
+    __shared__ int ready;
+    for (int cta = first; cta <= last; ++cta) {
+        if (!sk.holds_units(cta)) continue;  // CTA-uniform: everyone skips the same slots
+        if (threadIdx.x == 128) {  // one thread waits (bounded) for the slot's epoch; the barrier passes it on
+            const u64 start = globaltimer_ns();
+            u32 seen;
+            do {
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flags + cta) : "memory");
+            } while (seen != epoch && globaltimer_ns() - start <= DRVTMA_WAIT_TIMEOUT_NS);
+            ready = seen == epoch;
+            if (!ready) drvtma_report_timeout(status, kBarPartial, cta, epoch, kSitePartial, start);
+        }
+        consumers_bar();
+        if (!ready) return false;
+        const float* slot = partial_slot(workspace, cta);
+#pragma unroll
+        for (int a = 0; a < M_ATOMS; ++a)
+#pragma unroll
+            for (int i = 0; i < ND; ++i) acc[a][i] += __ldcg(slot + (a * ND + i) * 128);
+        consumers_bar();  // everyone has read `ready` before the next slot's wait rewrites it
+    }
+    return true;
+}
+
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
                                         const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
-                                        int kblocks, float alpha, DrvtmaStatus* status, u64* profile) {
+                                        int kblocks, float alpha, DrvtmaStatus* status, u64* profile,
+                                        float* workspace, u32* flags, u32 epoch) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
     const int t = threadIdx.x % 128, w = t / 32, g = (t % 32) / 4, c = t % 4;
     const bool store_issuer = t == 0;
@@ -270,13 +369,14 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     const u64 cycles0 = clock64(), ns0 = globaltimer_ns();
     u32 tiles_done = 0;
 #endif
-    for (int tile = first_tile(); tile < rows * tiles_n; tile += tile_step()) {
+    const StreamK sk(rows * tiles_n, kblocks);
+    for_each_run(sk, [&](int tile, int kb0, int kb1) {
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
         int previous = -1;
-        for (int kb = 0; kb < kblocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
             full_wait.start();
-            if (!ring_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return;
+            if (!ring_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return false;
             full_wait.stop();
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
             const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
@@ -284,7 +384,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             // lane l feeds row l & 7 of 8x8 matrix l >> 3: A matrices (rows 0-7 | 8-15) x (K bytes 0-15 | 16-31),
             // B matrices (K bytes 0-15 | 16-31) x (n 0-7 | 8-15)
             const int lane = t % 32, q = lane >> 3;
-            if (kb == 0) {
+            if (kb == kb0) {
 #pragma unroll
                 for (int i = 0; i < ND; ++i) acc[0][i] = 0.f;
             }
@@ -315,7 +415,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                 const u64 db = wgmma_desc_at(desc_b[s], stage_base);
 #pragma unroll
                 for (int a = 0; a < M_ATOMS; ++a)
-                    GEMM_MMA(acc[a], wgmma_desc_at(desc_a[a * STEPS + s], a_base), db, (kb > 0 || s > 0) ? 1u : 0u);
+                    GEMM_MMA(acc[a], wgmma_desc_at(desc_a[a * STEPS + s], a_base), db, (kb > kb0 || s > 0) ? 1u : 0u);
             }
             wgmma_commit();
 #endif
@@ -339,6 +439,13 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
         for (int a = 0; a < M_ATOMS; ++a)
 #pragma unroll
             for (int i = 0; i < ND; ++i) wgmma_fence_operand(acc[a][i]);  // no read of acc before the wait
+#if GEMM_STREAMK
+        if (kb0 > 0) return save_partial(acc, workspace, flags, epoch);  // another CTA owns this tile
+        if (kb1 < kblocks &&  // the owner of a split tile: the later k-blocks are in higher CTAs' slots
+            !add_partials(acc, workspace, flags, epoch, sk, blockIdx.x + 1,
+                          sk.cta_of((long long)(tile - sk.whole) * kblocks + kblocks - 1), status))
+            return false;
+#endif
 
         // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile.
         epilogue.start();
@@ -375,7 +482,8 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 #if GEMM_PROFILE
         ++tiles_done;
 #endif
-    }
+        return true;
+    });
     if (store_issuer) bulk_wait<0>();  // staging must outlive the stores' reads; writes done before exit
 #if GEMM_PROFILE
     if (cw == 0 && t == 0) {
@@ -391,7 +499,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
         const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float alpha, DrvtmaStatus* status,
-        u64* profile) {
+        u64* profile, float* workspace, u32* flags, u32 epoch) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ u64 full[STAGES], empty[STAGES];
     unsigned char* ring = align_smem_1024(smem_raw);
@@ -415,7 +523,8 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, kblocks, alpha, status, profile);
+        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, kblocks, alpha, status, profile, workspace,
+                flags, epoch);
     }
 #if GEMM_CLUSTER_M > 1
     cluster_sync();  // the peer may still arrive on this CTA's empty barriers: stay until both are done

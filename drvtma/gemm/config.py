@@ -9,7 +9,9 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - inflight: wgmma groups left running while the next stage is issued (0 or 1);
 - dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2 = CTA pairs along M, each loading half of the
   shared B tile and multicasting it into both (fast.cu's 2x1 cluster);
-- mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak").
+- mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak");
+- streamk: the tiles of the last, partial wave cut into equal runs of k-blocks over all SMs (fp32 partial sums
+  through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class GemmConfig:
     inflight: int = 0
     cluster_m: int = 1
     mma: str = "wgmma"
+    streamk: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -168,6 +171,9 @@ class GemmConfig:
         if self.mma not in ("wgmma", "mma_sync"):
             yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the seed's traditional-mma "
                             "baseline)")
+        if self.streamk and (not self.persistent or self.cluster_m != 1):
+            yield GemmError("streamk_schedule", "streamk", self.streamk, "use persistent=True and cluster_m=1 with it",
+                            "stream-K splits the last wave over one CTA per SM, without clusters")
         if self.cluster_m not in (1, 2):
             yield GemmError("cluster_size", "cluster_m", self.cluster_m, "use 1 or 2",
                             "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
@@ -278,6 +284,7 @@ class GemmConfig:
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
+            "GEMM_STREAMK": int(self.streamk),
         }
 
     # ---- launch shape
@@ -291,6 +298,8 @@ class GemmConfig:
     def grid(self, m: int, n: int, sm_count: int) -> int:
         """CTAs: persistent, one per SM (at most one cluster per cluster tile); else one cluster per cluster tile."""
         units = self.cluster_tiles(m, n)
+        if self.streamk:  # one CTA per SM, whatever the tile count: the split runs spread over all of them
+            return sm_count
         clusters = min(units, sm_count // self.cluster_m) if self.persistent else units
         return clusters * self.cluster_m
 
@@ -315,7 +324,8 @@ class GemmConfig:
                 f"{self.consumers} consumer WG, swizzle {self.swizzle}, setmaxnreg {regs}, "
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
-                + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else ""))
+                + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
+                + (", stream-K last wave" if self.streamk else ""))
 
 
 # The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
@@ -329,6 +339,7 @@ CLAIMS: dict[str, tuple[str, tuple, dict]] = {
     "two consumer warpgroups": ("consumers", (1, 2), {}),  # 1: bm = 64 (128 accumulators a thread either way)
     "setmaxnreg": ("setmaxnreg", (False, True), {}),
     "persistent grid": ("persistent", (False, True), {}),
+    "(drvtma's) stream-K last wave": ("streamk", (False, True), {}),
     "tile order keeps L2 warm": ("group_m", (1, 4, 8, 16), {}),
     "wgmma groups in flight": ("inflight", (0, 1), {}),
     "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),

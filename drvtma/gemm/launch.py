@@ -21,8 +21,9 @@ from ..runtime import cubin as cubin_records
 from ..tma.spec import Swizzle, TensorMapSpec
 
 POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
-BARRIERS = {0: "full", 1: "empty"}
-SITES = {1: "consumer waits for a full stage", 2: "producer waits for an empty stage"}
+BARRIERS = {0: "full", 1: "empty", 2: "stream-K partial-sum flag"}  # flag: "stage" is the CTA whose slot
+SITES = {1: "consumer waits for a full stage", 2: "producer waits for an empty stage",
+         3: "tile owner waits for another CTA's partial sums"}
 _EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
 
 
@@ -152,10 +153,23 @@ class BoundGemm:
         self.grid = cfg.grid(m, n, device_properties().sm_count)
         self.kernel = gemm.kernel
         self.profile = None  # a DeviceBuffer of grid x 8 u64 for a GEMM_PROFILE=1 build (drvtma.gemm.profile)
+        # stream-K: one fp32 tile of partial sums per CTA, a flag per CTA that holds the epoch its slot was written
+        # in (a fresh epoch each launch: no reset, and a launch cut short leaves nothing the next one could trust)
+        self.workspace = self.flags = None
+        self.epoch = 0
+        if cfg.streamk:
+            from ..runtime.driver import DeviceBuffer
+
+            self.workspace = DeviceBuffer(self.grid * cfg.bm * cfg.bn * 4)
+            self.flags = DeviceBuffer(self.grid * 4)
+            self.flags.fill_u32(0)
 
     def launch(self, stream=None) -> None:
+        if self.flags is not None:
+            self.epoch = self.epoch % 0xFFFFFFFF + 1  # never 0, the flags' initial value
         self.kernel.launch(*self.maps, self.m, self.n, self.k, self.alpha, self.status,
-                           0 if self.profile is None else self.profile, grid=self.grid,
+                           0 if self.profile is None else self.profile, *(0 if b is None else b for b in (self.workspace, self.flags)),
+                           np.uint32(self.epoch), grid=self.grid,
                            block=self.gemm.config.threads, shared_mem=self.gemm.config.smem_bytes, stream=stream,
                            cluster=self.gemm.config.cluster)
 
@@ -172,6 +186,9 @@ class BoundGemm:
 
     def close(self) -> None:
         self.status.close()
+        for buf in (self.workspace, self.flags):
+            if buf is not None:
+                buf.close()
 
     def __enter__(self) -> BoundGemm:
         return self
