@@ -268,6 +268,9 @@ def test_skinny_problems_get_the_small_tile_and_the_point_names_it(fake_gpu):
     small = big.for_problem(16, 8192, 132)
     assert (small.bm, small.bn, small.consumers, small.stages) == (64, 128, 1, 8) and small.check() is small
     assert big.for_problem(4096, 4096, 132) is big and small.for_problem(16, 8192, 132) is small
+    assert big.for_problem(8192, 8192, 132) == big.with_(streamk=True)  # 15.5 waves: stream-K for the last one
+    assert big.for_problem(8448, 8192, 132) is big  # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
+    assert big.with_(cluster_m=2).for_problem(8192, 8192, 132).streamk is False
     assert GemmConfig(dtype="float8_e4m3fn").for_problem(16, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
     assert result.points[0].config == small.label() and result.points[1].config == ""

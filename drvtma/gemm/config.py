@@ -304,10 +304,19 @@ class GemmConfig:
         return clusters * self.cluster_m
 
     def for_problem(self, m: int, n: int, sm_count: int) -> GemmConfig:
-        """This configuration, or for a problem too small to give every other SM a tile (a skinny M: 16 x 8192 has
-        32 tiles of 128 x 256) the small tile: 64 x 128, one consumer, as many stages as fit (up to 8), so twice
-        as many SMs stream B. Measured on the H200: 0.54x cuBLAS at 16x8192x8192 with the big tile, 0.89x small."""
-        if self.tiles(m, n) * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1):
+        """The configuration to run this problem with, measured on the H200 (docs/results/gemm-claims.md):
+        - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): the small
+          tile, 64 x 128, one consumer, as many stages as fit (up to 8), so twice as many SMs stream B (0.54x
+          cuBLAS at 16x8192x8192 with the big tile, 0.86-0.91x small);
+        - at least 8 waves of tiles with a partial last one (8192^3: 2048 tiles on 132 SMs): stream-K for the last
+          wave (1.05x against 0.93x in one run; at 4096^3's 3.9 waves the split costs more than the tail: 0.95x
+          against 0.99x);
+        - else this configuration."""
+        tiles = self.tiles(m, n)
+        if (self.persistent and self.cluster_m == 1 and not self.streamk and tiles >= 8 * sm_count
+                and tiles % sm_count):
+            return self.with_(streamk=True)
+        if tiles * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1):
             return self
         small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1)
         fit = (SMEM_LIMIT - ALIGN_SLACK - 2 * EPI_BUF_BYTES) // small.stage_bytes
