@@ -52,7 +52,7 @@ def _product(a, b, c, m, n, k, dtype, out, alpha, wrong=False):
     got = reference_gemm(a.array, b.array, alpha=alpha, out_dtype=out)
     if wrong:
         got = got.copy()
-        got.flat[0] = got.flat[0] * 2 + 1
+        got.flat[0] = got.flat[0] + 1 + 2 * np.abs(got.astype(np.float32)).max()  # wrong whatever its value
     c.bytes[:] = got.view(np.uint8).reshape(-1)
 
 
@@ -275,3 +275,24 @@ def test_skinny_problems_get_the_small_tile_and_the_point_names_it(fake_gpu):
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
     assert result.points[0].config == small.label() and result.points[1].config == ""
     assert small.label() in result.markdown("drvtma bench gemm")
+
+
+def test_a_type_cublas_cannot_take_is_verified_against_numpy_and_still_timed(fake_gpu, monkeypatch):
+    """cuBLASLt has no e5m2 x e5m2 (CUBLAS_STATUS_NOT_SUPPORTED on the H200): that claim point is checked against
+    NumPy's fp32 product and timed, its cuBLAS ratio left unknown, and the table says so."""
+    plan = FakeCublas.plan
+
+    def no_e5m2(self, a, b, c, m, n, k, dtype, out, alpha=1.0):
+        if dtype == "float8_e5m2":
+            raise RuntimeError("CUBLAS_STATUS_NOT_SUPPORTED")
+        return plan(self, a, b, c, m, n, k, dtype, out, alpha)
+
+    monkeypatch.setattr(FakeCublas, "plan", no_e5m2)
+    result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0, claims=["FP8 1.5-2x FP16"])
+    e5m2 = [p for p in result.points if p.value == "float8_e5m2"][0]
+    assert e5m2.timed and e5m2.error <= 1.0 and "NumPy" in e5m2.note and np.isnan(e5m2.cublas_tflops)
+    assert all(p.timed for p in result.points)
+    assert "verified against NumPy" in result.markdown("x")
+    FakeGemm.wrong_for = (e5m2.label,)
+    result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0, claims=["FP8 1.5-2x FP16"])
+    assert [p.note for p in result.points if p.value == "float8_e5m2"][0].startswith("MISMATCH")

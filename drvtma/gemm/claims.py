@@ -34,6 +34,10 @@ class ClaimPoint:
     error: float = float("nan")
     note: str = ""
 
+    @property
+    def timed(self) -> bool:
+        return bool(np.isfinite(self.tflops))
+
 
 class _Operands:
     """One input type's A, B, cuBLAS's C (the reference) and a C for the configurations, on the device."""
@@ -48,7 +52,16 @@ class _Operands:
         self.a, self.b = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
         size = m * n * self.out.itemsize
         self.ref, self.c = DeviceBuffer(size), DeviceBuffer(size)
-        self.launch = cublas.plan(self.a, self.b, self.ref, m, n, k, dtype, out_dtype, self.alpha)
+        self.note = ""
+        try:
+            self.launch = cublas.plan(self.a, self.b, self.ref, m, n, k, dtype, out_dtype, self.alpha)
+        except Exception as exc:  # noqa: BLE001 - cuBLASLt has no e5m2 x e5m2 (CUBLAS_STATUS_NOT_SUPPORTED)
+            # the reference is NumPy's fp32 product of the same values instead; cuBLAS's speed is not known
+            self.launch, self.cublas_ms = None, float("nan")
+            self.note = f"cuBLAS cannot ({type(exc).__name__}): verified against NumPy fp32"
+            prod = np.matmul(a.astype(np.float32), b.astype(np.float32).T) * np.float32(self.alpha)
+            self.reference = prod.astype(self.out)
+            return
         self.ref.fill_u32(POISON_U32)
         self.launch()
         if hasattr(self.launch, "copy_back"):
@@ -57,7 +70,8 @@ class _Operands:
         self.cublas_ms = time_launches(self.launch, runs=runs, warmups=warmups, flush=flush).median
 
     def close(self) -> None:
-        self.launch.release()
+        if self.launch is not None:
+            self.launch.release()
         for buf in (self.a, self.b, self.ref, self.c):
             buf.close()
 
@@ -103,6 +117,7 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
                         point.tflops = flops / (ms * 1e-3) / 1e12
                         point.cublas_tflops = flops / (ops.cublas_ms * 1e-3) / 1e12
                         point.peak_fraction = point.tflops / PEAK_TFLOPS[cfg.itemsize]
+                        point.note = ops.note
                         record({"bench": "gemm_claim", "claim": claim, "value": str(value), "dtype": cfg.dtype,
                                 "m": m, "n": n, "k": k, "tflops": round(point.tflops, 1),
                                 "cublas_tflops": round(point.cublas_tflops, 1),
@@ -120,10 +135,10 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
 
 
 def _row(p: ClaimPoint) -> str:
-    if p.note:
+    if not p.timed:
         return f"{p.claim[:44]:<44} {str(p.value):<14} {p.note}"
     return (f"{p.claim[:44]:<44} {str(p.value):<14} {p.tflops:7.1f} {100 * p.peak_fraction:5.1f}% "
-            f"{p.tflops / p.cublas_tflops:6.3f}")
+            f"{p.tflops / p.cublas_tflops:6.3f} {p.note}")
 
 
 @dataclass
@@ -141,12 +156,12 @@ class ClaimsResult:
         lines = []
         for claim in dict.fromkeys(p.claim for p in self.points):
             pts = [p for p in self.points if p.claim == claim]
-            timed = [p for p in pts if not p.note]
+            timed = [p for p in pts if p.timed]
             if not timed:
                 lines.append(f"{claim}: nothing timed")
                 continue
             best = max(timed, key=lambda p: p.tflops)
-            parts = [f"{p.value} {p.tflops / best.tflops:.3f}" if not p.note else f"{p.value} {p.note}" for p in pts]
+            parts = [f"{p.value} {p.tflops / best.tflops:.3f}" if p.timed else f"{p.value} {p.note}" for p in pts]
             lines.append(f"{claim}: best {best.value} ({best.tflops:.1f} TFLOP/s, {100 * best.peak_fraction:.1f}% "
                          f"of peak); relative to it: " + ", ".join(parts))
         return lines
@@ -167,11 +182,11 @@ class ClaimsResult:
     def markdown(self, command: str) -> str:
         rows = ["| claim | value | TFLOP/s | % of dense peak | vs cuBLAS | note |", "|---|---|---|---|---|---|"]
         for p in self.points:
-            if p.note:
+            if not p.timed:
                 rows.append(f"| {p.claim} | {p.value} | | | | {p.note} |")
             else:
                 rows.append(f"| {p.claim} | {p.value} | {p.tflops:.1f} | {100 * p.peak_fraction:.1f} | "
-                            f"{p.tflops / p.cublas_tflops:.3f} | |")
+                            f"{p.tflops / p.cublas_tflops:.3f} | {p.note} |")
         rows += ["", "## Per claim: the best value and how far the others fall behind it", "",
                  *(f"- {line}" for line in self.spreads())]
         clocks = (f"SM {self.smi_before.get('sm_mhz', '?')} -> {self.smi_after.get('sm_mhz', '?')} MHz, "
