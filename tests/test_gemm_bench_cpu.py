@@ -296,3 +296,16 @@ def test_a_type_cublas_cannot_take_is_verified_against_numpy_and_still_timed(fak
     FakeGemm.wrong_for = (e5m2.label,)
     result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0, claims=["FP8 1.5-2x FP16"])
     assert [p.note for p in result.points if p.value == "float8_e5m2"][0].startswith("MISMATCH")
+
+
+def test_cublaslt_algorithm_fields_are_named_by_nvmaths_enums():
+    import enum
+    from types import SimpleNamespace
+
+    from drvtma.gemm.cublas import _enum_name
+
+    Tile = enum.IntEnum("MatmulTile", {"TILE_128x256": 23, "TILE_256x128": 24})
+    lt = SimpleNamespace(MatmulTile=Tile)
+    assert _enum_name(lt, "TILE_ID", 24) == " (TILE_256x128)"
+    assert _enum_name(lt, "TILE_ID", 999) == "" and _enum_name(lt, "STAGES_ID", 3) == ""
+    assert _enum_name(lt, "ID", 66) == ""

@@ -58,6 +58,19 @@ def _enum(owner, name: str, fallback: int) -> int:
 DESC_ATTRIBUTE_DTYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "FAST_ACCUM": np.int8}
 
 
+# The enum that names an algorithm field's value (cublasLtMatmulTile_t, ...), where nvmath-python has it.
+_ALGO_ENUMS = {"TILE_ID": "MatmulTile", "STAGES_ID": "MatmulStages", "CLUSTER_SHAPE_ID": "ClusterShape"}
+
+
+def _enum_name(lt, field: str, value: int) -> str:
+    """" (TILE_256x128)" for tile id 24 when nvmath-python knows the enum, else ""."""
+    enum = getattr(lt, _ALGO_ENUMS.get(field, ""), None)
+    try:
+        return f" ({enum(value).name})" if enum is not None else ""
+    except (ValueError, TypeError):
+        return ""
+
+
 def _desc_attribute_dtype(lt, attr: int, name: str):
     """nvmath's own table of attribute types where it has one, else DESC_ATTRIBUTE_DTYPES."""
     lookup = getattr(lt, "get_matmul_desc_attribute_dtype", None)
@@ -142,7 +155,7 @@ class LtGemm:
                 size = np.dtype(lt.get_matmul_algo_config_attribute_dtype(int(getattr(attrs, name)))).itemsize
                 lt.matmul_algo_config_get_attribute(algo.ctypes.data, int(getattr(attrs, name)), buf.ctypes.data,
                                                     size, written.ctypes.data)
-                parts.append(f"{name.lower()} {int(buf[0])}")
+                parts.append(f"{name.lower()} {int(buf[0])}{_enum_name(lt, name, int(buf[0]))}")
             except Exception as exc:  # noqa: BLE001 - a field this cuBLASLt does not report
                 parts.append(f"{name.lower()} ? ({type(exc).__name__})")
         return "heuristic #0: " + ", ".join(parts)
