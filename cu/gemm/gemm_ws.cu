@@ -8,16 +8,18 @@
 // buffers (two per consumer warpgroup, 64 rows x 128 B each), so ragged M / N are clipped by the store and
 // ragged K is zero-filled by the loads.
 //
-//
 // GEMM_CLUSTER_M = 2: CTA pairs (a 2x1x1 cluster) compute tiles (2p, n) and (2p + 1, n), which need the same B
 // tile. Each CTA loads its own A and half of B, multicast into both CTAs at the same offset, so B crosses L2 once
 // per pair. A stage goes back to a producer only when the consumers of both CTAs are done with it (each consumer
 // warp arrives on the empty barrier of every CTA of the pair), and every CTA's full barrier counts the bytes both
 // halves land in it (the same GEMM_TX_BYTES as without the cluster).
 //
+// GEMM_STREAMK = 1: the last, partial wave of tiles is split into runs of k-blocks over all CTAs (StreamK below).
+// GEMM_PROFILE = 1: per-CTA cycle counters (Stopwatch below; drvtma.gemm.profile reads them).
+//
 // Every parameter is a -D define that drvtma.gemm.config.GemmConfig.defines() computes (one per claim of the
 // seed: stages, consumers, swizzle via the descriptors and panels, setmaxnreg, tile order, wgmma in flight,
-// cluster multicast).
+// cluster multicast, stream-K).
 #include <drvtma/cluster.cuh>
 #include <drvtma/tma.cuh>
 #include <drvtma/wgmma.cuh>
