@@ -21,7 +21,7 @@ from drvtma.runtime.driver import context  # noqa: E402
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
            GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
            GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"),
-           GemmConfig(streamk=True), GemmConfig(stagger=2, streamk=True))
+           GemmConfig(streamk=True))
 
 
 def main() -> int:

@@ -51,8 +51,6 @@ CONFIGS = {
     "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
     "stream-K": GemmConfig(streamk=True),
     "stream-K mma.sync": GemmConfig(streamk=True, mma="mma_sync"),
-    "stagger 2": GemmConfig(stagger=2),
-    "stagger 3 stream-K": GemmConfig(stagger=3, streamk=True),
 }
 
 
@@ -176,8 +174,7 @@ def test_reference_is_exact_on_integer_data():
     ({"mma": "mma_sync", "dtype": "float8_e4m3fn"}, "mma_sync_dtype"),
     ({"mma": "mma_sync", "bm": 128, "bn": 128, "consumers": 1}, "mma_sync_tile"),
     ({"cluster_m": 4}, "cluster_size"), ({"streamk": True, "cluster_m": 2}, "streamk_schedule"),
-    ({"streamk": True, "persistent": False}, "streamk_schedule"),
-    ({"stagger": 4}, "stagger"), ({"stagger": 1, "bm": 64, "consumers": 1}, "stagger"), ({"swizzle": "16B"}, "swizzle"), ({"consumers": 3}, "consumers"),
+    ({"streamk": True, "persistent": False}, "streamk_schedule"), ({"swizzle": "16B"}, "swizzle"), ({"consumers": 3}, "consumers"),
     ({"bm": 96}, "tile_m"), ({"bm": 320}, "tile_m"), ({"bn": 200}, "tile_n"), ({"bn": 64}, "tile_n"),
     ({"bk": 40}, "tile_k"), ({"bm": 128, "consumers": 1}, "accumulator_registers"), ({"stages": 9}, "stages"),
     ({"stages": 5}, "smem_capacity"), ({"producer_regs": 20}, "setmaxnreg_range"),

@@ -56,12 +56,6 @@ CLAIMS = {
     "stream-K e4m3": GemmConfig(streamk=True, dtype="float8_e4m3fn"),
     "stream-K 1 consumer": GemmConfig(streamk=True, bm=64, consumers=1),
     "stream-K mma.sync": GemmConfig(streamk=True, mma="mma_sync"),
-    # staggered consumers: the follower starts 1-3 k-blocks behind (208 = 4 k-blocks: a tile shorter than the
-    # stagger releases the follower at its end), with stream-K's consumer barriers and with mma.sync
-    "stagger 1": GemmConfig(stagger=1), "stagger 3": GemmConfig(stagger=3),
-    "stagger 3 stream-K": GemmConfig(stagger=3, streamk=True),
-    "stagger 2 mma.sync": GemmConfig(stagger=2, mma="mma_sync"),
-    "stagger 2 e4m3 k-tile 128": GemmConfig(stagger=2, dtype="float8_e4m3fn"),
 }
 
 

@@ -347,16 +347,6 @@ __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* w
     return true;
 }
 
-// GEMM_STAGGER = d > 0 (two consumers): the second warpgroup starts d k-blocks behind the first (a one-shot named
-// barrier, id 4), and the ring keeps it there (the first can run at most STAGES - 1 stages ahead). Then their
-// epilogues no longer fall together: while one stores, the other still issues wgmma, instead of the tensor cores
-// idling through both epilogues at once.
-#ifndef GEMM_STAGGER
-#define GEMM_STAGGER 0
-#endif
-static_assert(GEMM_STAGGER == 0 || (CONSUMERS == 2 && GEMM_STAGGER < STAGES), "stagger: 2 consumers, < STAGES");
-constexpr u32 kBarStagger = 4;
-
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
                                         const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
                                         int kblocks, float alpha, DrvtmaStatus* status, u64* profile,
@@ -382,24 +372,11 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     u32 tiles_done = 0;
 #endif
     const StreamK sk(rows * tiles_n, kblocks);
-    // leader (cw 0): k-blocks entered, GEMM_STAGGER + 1 once it released the follower; follower: -1 until released
-    int stagger = cw == 0 ? 0 : -1;
     for_each_run(sk, [&](int tile, int kb0, int kb1) {
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
         int previous = -1;
         for (int kb = kb0; kb < kb1; ++kb) {
-#if GEMM_STAGGER
-            if (stagger < 0) {  // the follower's first k-block: wait until the leader is GEMM_STAGGER ahead
-                asm volatile("bar.sync %0, 256;" ::"n"(kBarStagger) : "memory");
-                stagger = GEMM_STAGGER + 1;
-            } else if (stagger == GEMM_STAGGER) {  // the leader, GEMM_STAGGER k-blocks done: release it
-                asm volatile("bar.arrive %0, 256;" ::"n"(kBarStagger) : "memory");
-                stagger = GEMM_STAGGER + 1;
-            } else if (stagger < GEMM_STAGGER) {
-                ++stagger;
-            }
-#endif
             full_wait.start();
             if (!ring_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return false;
             full_wait.stop();
@@ -509,11 +486,6 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 #endif
         return true;
     });
-#if GEMM_STAGGER
-    // a leader that ran out of work (or timed out) before it was GEMM_STAGGER k-blocks ahead still lets the
-    // follower go: it waits at its first k-block, and both have the same runs
-    if (stagger > 0 && stagger <= GEMM_STAGGER) asm volatile("bar.arrive %0, 256;" ::"n"(kBarStagger) : "memory");
-#endif
     if (store_issuer) bulk_wait<0>();  // staging must outlive the stores' reads; writes done before exit
 #if GEMM_PROFILE
     if (cw == 0 && t == 0) {

@@ -11,9 +11,7 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
   shared B tile and multicasting it into both (fast.cu's 2x1 cluster);
 - mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak");
 - streamk: the tiles of the last, partial wave cut into equal runs of k-blocks over all SMs (fp32 partial sums
-  through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs);
-- stagger: the second consumer warpgroup starts that many k-blocks behind the first, so their epilogues do not
-  fall together (the tensor cores idle while both store).
+  through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
 """
 
 from __future__ import annotations
@@ -82,7 +80,6 @@ class GemmConfig:
     cluster_m: int = 1
     mma: str = "wgmma"
     streamk: bool = False
-    stagger: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -177,9 +174,6 @@ class GemmConfig:
         if self.streamk and (not self.persistent or self.cluster_m != 1):
             yield GemmError("streamk_schedule", "streamk", self.streamk, "use persistent=True and cluster_m=1 with it",
                             "stream-K splits the last wave over one CTA per SM, without clusters")
-        if self.stagger and not (self.consumers == 2 and 0 < self.stagger < self.stages):
-            yield GemmError("stagger", "stagger", self.stagger, f"use 0, or 1..{self.stages - 1} with 2 consumers",
-                            "the ring holds the leading warpgroup at most stages - 1 k-blocks ahead")
         if self.cluster_m not in (1, 2):
             yield GemmError("cluster_size", "cluster_m", self.cluster_m, "use 1 or 2",
                             "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
@@ -290,7 +284,7 @@ class GemmConfig:
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
-            "GEMM_STREAMK": int(self.streamk), "GEMM_STAGGER": self.stagger,
+            "GEMM_STREAMK": int(self.streamk),
         }
 
     # ---- launch shape
@@ -340,8 +334,7 @@ class GemmConfig:
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
-                + (", stream-K last wave" if self.streamk else "")
-                + (f", consumers staggered {self.stagger} k-blocks" if self.stagger else ""))
+                + (", stream-K last wave" if self.streamk else ""))
 
 
 # The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
@@ -356,7 +349,6 @@ CLAIMS: dict[str, tuple[str, tuple, dict]] = {
     "setmaxnreg": ("setmaxnreg", (False, True), {}),
     "persistent grid": ("persistent", (False, True), {}),
     "(drvtma's) stream-K last wave": ("streamk", (False, True), {}),
-    "(drvtma's) staggered consumers": ("stagger", (0, 1, 2, 3), {}),
     "tile order keeps L2 warm": ("group_m", (1, 4, 8, 16), {}),
     "wgmma groups in flight": ("inflight", (0, 1), {}),
     "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),
