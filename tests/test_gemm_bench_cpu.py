@@ -309,3 +309,42 @@ def test_cublaslt_algorithm_fields_are_named_by_nvmaths_enums():
     assert _enum_name(lt, "TILE_ID", 24) == " (TILE_256x128)"
     assert _enum_name(lt, "TILE_ID", 999) == "" and _enum_name(lt, "STAGES_ID", 3) == ""
     assert _enum_name(lt, "ID", 66) == ""
+
+
+def test_shapes_parse_or_name_the_option():
+    assert bench.parse_shapes("4096x4096x4096, 16X8192x8192", "--shapes") == ((4096, 4096, 4096), (16, 8192, 8192))
+    for bad in ("4096x4096", "", "axbxc", "1x2x3x4"):
+        with pytest.raises(ValueError, match="--claim-shape"):
+            bench.parse_shapes(bad, "--claim-shape")
+
+
+def test_claim_sweep_starts_from_the_given_base(fake_gpu):
+    base = GemmConfig(group_m=4)
+    result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0, claims=["setmaxnreg"], base=base)
+    assert [p.label for p in result.points] == [base.with_(setmaxnreg=v).label() for v in (False, True)]
+
+
+def test_bound_gemm_keeps_its_launch_arguments_until_they_change():
+    """BoundGemm.launch hands Kernel.launch the very same argument objects while nothing changed (its fast path);
+    stream-K's epoch and an attached profile buffer make new ones."""
+    from drvtma.gemm.launch import BoundGemm
+
+    calls = []
+    kernel = SimpleNamespace(launch=lambda *args, **kw: calls.append((args, kw)))
+    op = BoundGemm.__new__(BoundGemm)
+    op.gemm, op.kernel, op.maps = SimpleNamespace(config=GemmConfig()), kernel, ("ma", "mb", "mc")
+    op.m, op.n, op.k, op.alpha, op.status, op.grid = 128, 256, 64, 1.0, "status", 132
+    op.profile = op.workspace = op.flags = None
+    op.epoch, op.cluster, op._args = 0, None, None
+    op.launch()
+    op.launch()
+    assert all(a is b for a, b in zip(calls[0][0], calls[1][0])) and calls[0][0][7:11] == ("status", 0, 0, 0)
+    assert calls[0][1] == {"grid": 132, "block": 384, "shared_mem": GemmConfig().smem_bytes, "stream": None,
+                           "cluster": None}
+    op.attach_profile("counters")
+    op.launch()
+    assert calls[2][0][8] == "counters"
+    op.flags, op.workspace = "flags", "ws"
+    op.launch()
+    op.launch()
+    assert [c[0][-1] for c in calls[3:]] == [1, 2] and calls[3][0][9:11] == ("ws", "flags")

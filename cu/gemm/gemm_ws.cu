@@ -219,13 +219,6 @@ __device__ __forceinline__ void profile_put(u64* profile, int slot, u64 value) {
 #endif
 }
 
-// Waits on the ring, cluster or not: CTA-scope acquire (as CUTLASS's cluster pipelines wait). The peer's part of
-// a stage arrives through the async proxy and completes on this CTA's own barrier; the peer's consumers only say
-// that their reads are done. The cluster-scope acquire (mbar_wait_cluster) adds an L1 invalidation per wait.
-__device__ __forceinline__ bool ring_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 id, u32 stage, u32 site) {
-    return mbar_wait(bar, parity, st, id, stage, site);
-}
-
 // Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
 __device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi) {
 #if GEMM_OUT == 2
@@ -252,8 +245,9 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
         for (int kb = kb0; kb < kb1; ++kb) {
             // parity phase ^ 1: a fresh barrier counts as released, so the first pass over the ring does not wait
             empty_wait.start();
-            if (!ring_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer))
-                return false;
+            // (cluster or not, a CTA-scope wait, as CUTLASS's cluster pipelines wait: the peer's part of a stage
+            // completes on this CTA's own barrier; mbar_wait_cluster's acquire would add an L1 invalidation)
+            if (!mbar_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return false;
             empty_wait.stop();
             unsigned char* stage = ring + rc.stage * STAGE_BYTES;
             u64* bar = &full[rc.stage];
@@ -308,7 +302,7 @@ __device__ __forceinline__ float* partial_slot(float* workspace, int cta) {
     const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
     return workspace + (long long)cta * PARTIAL_FLOATS + cw * M_ATOMS * ND * 128 + t;
 }
-__device__ __forceinline__ bool save_partial(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch) {
+__device__ __forceinline__ void save_partial(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch) {
     float* slot = partial_slot(workspace, blockIdx.x);
 #pragma unroll
     for (int a = 0; a < M_ATOMS; ++a)
@@ -319,7 +313,6 @@ __device__ __forceinline__ bool save_partial(float (&acc)[M_ATOMS][ND], float* w
         asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flags + blockIdx.x), "r"(epoch)
                      : "memory");
     }
-    return true;
 }
 __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch,
                                              const StreamK& sk, int first, int last, DrvtmaStatus* status) {
@@ -378,7 +371,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
         int previous = -1;
         for (int kb = kb0; kb < kb1; ++kb) {
             full_wait.start();
-            if (!ring_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return false;
+            if (!mbar_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return false;
             full_wait.stop();
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
             const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
@@ -442,7 +435,10 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 #pragma unroll
             for (int i = 0; i < ND; ++i) wgmma_fence_operand(acc[a][i]);  // no read of acc before the wait
 #if GEMM_STREAMK
-        if (kb0 > 0) return save_partial(acc, workspace, flags, epoch);  // another CTA owns this tile
+        if (kb0 > 0) {  // another CTA owns this tile
+            save_partial(acc, workspace, flags, epoch);
+            return true;
+        }
         if (kb1 < kblocks &&  // the owner of a split tile: the later k-blocks are in higher CTAs' slots
             !add_partials(acc, workspace, flags, epoch, sk, blockIdx.x + 1,
                           sk.cta_of((long long)(tile - sk.whole) * kblocks + kblocks - 1), status))

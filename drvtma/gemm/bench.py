@@ -260,24 +260,16 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--out", help="directory for gemm.csv and gemm.md")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    if args.claims:
-        return _claims_command(args, argv)
-    if args.profile:
-        return _profile_command(p, args, argv)
-    try:
-        shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
-        assert all(len(s) == 3 for s in shapes)
-    except (ValueError, AssertionError):
-        p.error(f"--shapes wants MxNxK,... got {args.shapes!r}")
-    cfg = GemmConfig()
-    if args.stages is not None:
-        cfg = cfg.with_(stages=args.stages)
-    if args.swizzle is not None:
-        cfg = cfg.with_(swizzle=args.swizzle)
-    try:
-        cfg = cfg.with_(**config_changes(args.set))
+    try:  # one configuration and shape list for every mode (the claim sweep starts from cfg too)
+        shapes, (claim_shape,) = parse_shapes(args.shapes, "--shapes"), parse_shapes(args.claim_shape, "--claim-shape")
+        given = {"stages": args.stages, "swizzle": args.swizzle}
+        cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **config_changes(args.set))
     except ValueError as exc:
         p.error(str(exc))
+    if args.claims:
+        return _claims_command(args, argv, cfg, claim_shape)
+    if args.profile:
+        return _profile_command(args, argv, cfg, shapes)
     result = run_gemm_bench(cfg, dtypes=[d for d in args.dtypes.split(",") if d], shapes=shapes, runs=args.runs,
                             warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
                             progress=None if args.quiet else sys.stderr)
@@ -288,17 +280,26 @@ def gemm_command(argv: list[str]) -> int:
     return 0 if all(pt.verified for pt in result.points) else 1
 
 
-def _profile_command(p, args, argv) -> int:
+def parse_shapes(text: str, option: str) -> tuple:
+    """"4096x4096x4096,16x8192x8192" -> ((4096, 4096, 4096), (16, 8192, 8192)); ValueError names the option."""
+    try:
+        shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in text.split(",") if s.strip())
+        if shapes and all(len(s) == 3 for s in shapes):
+            return shapes
+    except ValueError:
+        pass
+    raise ValueError(f"{option} wants MxNxK[,MxNxK...], got {text!r}")
+
+
+def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     from .profile import profile_gemm
 
-    shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s.strip())
-    cfg = GemmConfig().with_(**config_changes(args.set))
     lines, figures = [], []
     for dtype in [d for d in args.dtypes.split(",") if d]:
         for m, n, k in shapes:
             prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)), m, n, k)
-            record(prof.summary())
             figures.append(prof.summary())
+            record(figures[-1])
             lines.append(prof.text())
             print(lines[-1], flush=True)
     if args.out:
@@ -332,15 +333,15 @@ def config_changes(items) -> dict:
     return out
 
 
-def _claims_command(args, argv) -> int:
+def _claims_command(args, argv, base: GemmConfig, shape) -> int:
     from .claims import run_claims
     from .config import CLAIMS
 
-    shape = tuple(int(v) for v in args.claim_shape.lower().split("x"))
     wanted = [w.strip() for w in (args.only_claims or "").split(",") if w.strip()]
     claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]
     result = run_claims(shape=shape, runs=args.runs, warmups=args.warmups, flush_l2=not args.no_flush,
-                        backend=args.backend, claims=claims, progress=None if args.quiet else sys.stderr)
+                        backend=args.backend, claims=claims, base=base,
+                        progress=None if args.quiet else sys.stderr)
     print(result.text())
     if args.out:
         write_report(args.out, "gemm-claims", result.csv_text(),

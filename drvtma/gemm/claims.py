@@ -77,7 +77,8 @@ class _Operands:
 
 
 def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, flush_l2: bool = True,
-               backend: str | None = None, claims=None, seed: int = 15, progress=None):
+               backend: str | None = None, claims=None, seed: int = 15, progress=None, base=None):
+    """Every value of every claim (config.CLAIMS), each a change of one field from `base` (the default config)."""
     from ..runtime.driver import DeviceBuffer, device_properties
     from ..runtime.timing import time_launches
     from .cublas import open_cublas
@@ -94,7 +95,7 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
     try:
         for claim in claims or CLAIMS:
             field_name, values, _ = CLAIMS[claim]
-            for value, cfg in zip(values, claim_configs(claim)):
+            for value, cfg in zip(values, claim_configs(claim, base)):
                 point = ClaimPoint(claim, value, cfg.label())
                 points.append(point)
                 try:

@@ -152,7 +152,9 @@ class BoundGemm:
         self.status = StatusBuffer()
         self.grid = cfg.grid(m, n, device_properties().sm_count)
         self.kernel = gemm.kernel
-        self.profile = None  # a DeviceBuffer of grid x 8 u64 for a GEMM_PROFILE=1 build (drvtma.gemm.profile)
+        self.profile = None  # grid x 8 u64 counters of a GEMM_PROFILE=1 build: attach_profile
+        self.cluster = cfg.cluster
+        self._args = None  # the launch's arguments, kept while they do not change (Kernel.launch's fast path)
         # stream-K: one fp32 tile of partial sums per CTA, a flag per CTA that holds the epoch its slot was written
         # in (a fresh epoch each launch: no reset, and a launch cut short leaves nothing the next one could trust)
         self.workspace = self.flags = None
@@ -164,14 +166,21 @@ class BoundGemm:
             self.flags = DeviceBuffer(self.grid * 4)
             self.flags.fill_u32(0)
 
+    def attach_profile(self, counters) -> None:
+        """The DeviceBuffer a GEMM_PROFILE=1 build writes its per-CTA counters into (drvtma.gemm.profile)."""
+        self.profile, self._args = counters, None
+
     def launch(self, stream=None) -> None:
-        if self.flags is not None:
+        if self.flags is not None:  # stream-K: a new epoch each launch, so its arguments change each launch
             self.epoch = self.epoch % 0xFFFFFFFF + 1  # never 0, the flags' initial value
-        self.kernel.launch(*self.maps, self.m, self.n, self.k, self.alpha, self.status,
-                           0 if self.profile is None else self.profile, *(0 if b is None else b for b in (self.workspace, self.flags)),
-                           np.uint32(self.epoch), grid=self.grid,
-                           block=self.gemm.config.threads, shared_mem=self.gemm.config.smem_bytes, stream=stream,
-                           cluster=self.gemm.config.cluster)
+            self._args = None
+        if self._args is None:
+            optional = tuple(0 if b is None else b for b in (self.profile, self.workspace, self.flags))
+            self._args = (*self.maps, self.m, self.n, self.k, self.alpha, self.status, *optional,
+                          np.uint32(self.epoch))
+        cfg = self.gemm.config
+        self.kernel.launch(*self._args, grid=self.grid, block=cfg.threads, shared_mem=cfg.smem_bytes, stream=stream,
+                           cluster=self.cluster)
 
     def run_checked(self, stream=None) -> None:
         """Poison C, launch, synchronise, raise BarrierTimeout if a wait ran out."""

@@ -88,7 +88,7 @@ def profile_gemm(config: GemmConfig, m: int, n: int, k: int, *, rng=None, runs: 
     with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \
             DeviceBuffer(m * n * out.itemsize) as dc, gemm.bind(da, db, dc, m, n, k) as op, \
             DeviceBuffer(op.grid * len(SLOTS) * 8) as counters:
-        op.profile = counters
+        op.attach_profile(counters)
         for _ in range(runs):
             counters.fill_u32(0)
             op.run_checked()
