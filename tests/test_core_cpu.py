@@ -203,6 +203,30 @@ def test_packer_puts_a_scalar_back_in_the_image_after_a_map():
     assert _param_bytes(p.pack((0x1122334455667788,)), [(0, 8)])[0] == (0x1122334455667788).to_bytes(8, "little")
 
 
+def test_an_empty_call_of_a_kernel_with_parameters_is_counted_first_time_and_after_arrays():
+    """The fast path ("the same objects as last time") must not take a first call, nor the call after one with a
+    device array: with no arguments both looked like "the same as last time" and reached the driver unchecked."""
+    p = ArgPacker("k", [(0, 8), (8, 4)])
+    with pytest.raises(LaunchError, match="takes 2 argument"):
+        p.pack(())
+
+    from fake_arrays import DL_FLOAT, FakeDLPack
+
+    q = ArgPacker("k", [(0, 8)])
+    q.pack((FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32),))  # a device array: no fast path after it
+    with pytest.raises(LaunchError, match="takes 1 argument"):
+        q.pack(())
+
+
+def test_forget_configs_drops_the_remembered_shapes():
+    from drvtma.runtime.kernel import Kernel
+
+    k = Kernel.__new__(Kernel)
+    k._configs, k._last_shape, k._last_config = {("shape",): "lc"}, ("g", "b", 0, None, None), "lc"
+    k.forget_configs()
+    assert k._configs == {} and k._last_config is None and all(type(x) is object for x in k._last_shape)
+
+
 def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
     from drvtma.runtime.driver import DeviceBuffer
 

@@ -61,7 +61,7 @@ def check_cluster_shape(grid, cluster, *, non_portable: bool = False,
 
 def required_cluster_dims(kernel) -> tuple[int, int, int] | None:
     """The kernel's `__cluster_dims__` (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_*), or None when it has none."""
-    dims = getattr(kernel, "_required_cluster", False)
+    dims = kernel._required_cluster
     if dims is False:
         from .driver import call, cu
 
@@ -82,7 +82,7 @@ def allow_non_portable(kernel, allow: bool = True) -> None:
     attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
     call(cu.cuFuncSetAttribute, kernel.function, attr, int(allow))
     kernel._cluster_non_portable = bool(allow)
-    kernel._configs.clear()  # launch shapes checked under the old setting are checked again
+    kernel.forget_configs()  # launch shapes checked under the old setting are checked again
 
 
 def _set_cluster_dims(lc, dims) -> None:
@@ -125,7 +125,7 @@ def occupancy(kernel, cluster, *, block, shared_mem: int = 0) -> int:
 def prepare(kernel, cfg, lc) -> tuple[int, int, int] | None:
     """Check a launch's cluster shape and put it on `lc` (a CUlaunchConfig with no attributes yet)."""
     required = required_cluster_dims(kernel)
-    dims = check_cluster_shape(cfg.grid, cfg.cluster, non_portable=getattr(kernel, "_cluster_non_portable", False),
+    dims = check_cluster_shape(cfg.grid, cfg.cluster, non_portable=kernel._cluster_non_portable,
                                required=required)
     if dims is None:
         return None

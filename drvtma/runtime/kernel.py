@@ -152,7 +152,10 @@ class ArgPacker:
         self._entries = list(self._in_image)  # what kernelParams holds now
         self._pointers = np.array(self._entries, dtype=np.uint64)
         self.pointers_address = self._pointers.ctypes.data if self.params else 0
-        self._last: tuple = ()
+        # Never the caller's objects: "same arguments as last time" cannot hold before a first pack, nor after one
+        # with a device array; it has the kernel's length, so an empty call of a kernel with parameters is counted.
+        self._no_last = tuple(object() for _ in self.params)
+        self._last: tuple = self._no_last
         self._keep: tuple = ()  # the last arguments, whose by-value bytes kernelParams points at
         self._buffers: list = []  # (index, the buffer's finalizer): a closed buffer is refused on every launch
 
@@ -216,7 +219,7 @@ class ArgPacker:
                 entries[i] = where
                 self._pointers[i] = where
         # _last also keeps by-value objects alive; with a device array among the arguments there is no fast path
-        self._last, self._buffers = (() if arrays else tuple(args)), buffers
+        self._last, self._buffers = (self._no_last if arrays else tuple(args)), buffers
         self._keep = args
         return self.pointers_address
 
@@ -247,6 +250,12 @@ class Kernel:
         self.packer = ArgPacker(name, self.params)
         self._function = call(cu.cuKernelGetFunction, handle)
         self._smem_optin = 0  # the dynamic cap drvtma has raised so far
+        self._required_cluster = False  # __cluster_dims__, read once by cluster_launch (False: not read yet)
+        self._cluster_non_portable = False  # set by cluster_launch.allow_non_portable
+        self.forget_configs()
+
+    def forget_configs(self) -> None:
+        """Drop every checked launch shape (after a change of what the checks depend on, e.g. non-portable)."""
         self._configs: dict[tuple, object] = {}
         self._last_shape: tuple = (object(),) * 5  # (grid, block, shared_mem, stream, cluster) of the last launch
         self._last_config = None
