@@ -43,3 +43,12 @@ def test_a_compile_writes_into_its_own_buffers_only():
     image = compiler._nvrtc_compile(b'extern "C" __global__ void k() {}', "quiet.cu", ("-arch=sm_90a",))
     assert image[:4] == b"\x7fELF"
     assert b" " == bytes([32]) and b" " * 3 == bytes([32, 32, 32])
+
+
+def test_opcodes_keep_their_shape_suffix():
+    """wgmma opcodes carry their shape in lower-case 'x's (HGMMA.64x256x16.F32): the opcode parser keeps it."""
+    from drvtma.runtime import sass
+
+    line = "        /*0a10*/                   HGMMA.64x256x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT, gsb0 ;"
+    assert sass._INSN.match(line).group(1) == "HGMMA.64x256x16.F32.BF16"
+    assert sass._INSN.match("        /*0a20*/               @!P0 UTMALDG.2D [UR8], [UR4] ;").group(1) == "UTMALDG.2D"

@@ -333,7 +333,8 @@ def test_global_map_kernels_compile_with_fences_prefetch_and_edits():
     assert "UTMACCTL.PF" in const and "UTMACCTL.IV" not in const  # a __constant__ map cannot be acquired
     edit = sass.instructions(cubin, "replace_load")
     assert "UTMACCTL.IV" in edit and sass.has_opcode(edit, "STS")  # replace is plain shared-memory bit edits
-    assert sass.has_opcode(edit, "UTMACMDFLUSH") or "UTMACCTL.IV" in edit
+    # (tensormap.cp_fenceproxy has no opcode of its own in SASS: its opcodes are also in the load kernel, so
+    # nothing here can say it is present; the GPU test of replace_load shows its effect)
     bench = sass.instructions(compiler.compile_cubin("tma/global_map_bench.cu"), "descriptor_bench")
     assert "UTMALDG.2D" in bench and "UTMACCTL.PF" in bench
 

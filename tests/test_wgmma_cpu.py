@@ -353,10 +353,13 @@ def test_probe_kernels_compile_to_gmma_and_utmaldg(t):
 
     cubin = compiler.compile_cubin("wgmma/wgmma_probe.cu", defines={f"DRVTMA_WGMMA_{t.name.upper()}": 1,
                                                                     "WG_T": t.name})
+    # the whole shape and the accumulator: ptxas puts a dummy HGMMA.64x8x16.F16 into every module, so a bare
+    # opcode prefix would pass for every type
+    acc = t.name.upper() if t.name in ("s8", "u8") else "F32"
     for n in (8, 256):
         ops = sass.instructions(cubin, f"wgmma_probe_n{n}")
-        assert any(op.startswith(OPCODE[t.name] + ".64x") for op in ops) or \
-            any(op.startswith(OPCODE[t.name]) for op in ops), sorted(ops)
+        want = f"{OPCODE[t.name]}.64x{n}x{32 // t.itemsize}.{acc}"
+        assert any(op.startswith(want) for op in ops), (want, sorted(op for op in ops if "GMMA" in op))
         assert any(op.startswith("UTMALDG") for op in ops)
         assert "WARPGROUP.ARRIVE" in ops
 

@@ -43,7 +43,7 @@ def disassemble(cubin: bytes) -> str:
 
 
 _FUNC = re.compile(r"^\s*\.text\.(\S+):\s*$")
-_INSN = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_INSN = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 def functions(cubin: bytes) -> dict[str, list[str]]:
