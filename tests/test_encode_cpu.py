@@ -46,3 +46,19 @@ def test_a_broken_geometry_fails_both(changes, rule):
     spec = TensorMapSpec.create("bfloat16", (4096, 4096), (64, 64), swizzle="128B").replace(**changes)
     assert _geometry_holds(spec, SMEM_PER_BLOCK_OPTIN_SM90) is None
     assert rule in [e.rule for e in validate_all(spec)]
+
+
+def test_an_encoded_spec_pickles_and_copies_without_its_memo():
+    """encode_tiled remembers the checked geometry on the spec object (a driver struct that cannot be pickled):
+    pickling or copying the spec leaves that memo behind and keeps every field."""
+    import copy
+    import pickle
+
+    from drvtma.tma.encode import _geometry
+    from drvtma.tma.spec import TensorMapSpec
+
+    spec = TensorMapSpec.create("float32", (64, 256), (8, 32), base_address=1 << 20)
+    _geometry(spec, 232448)
+    assert "_drvtma_geometry" in spec.__dict__
+    for again in (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec), copy.copy(spec)):
+        assert again == spec and "_drvtma_geometry" not in again.__dict__

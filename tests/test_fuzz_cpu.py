@@ -385,3 +385,42 @@ def test_user_specs_drive_the_store_and_encode_builders():
     options = encode.configure(spec)
     broken = [len(validate_all(build_case(encode, options, 3, i)[0])) for i in range(60)]
     assert 0 in broken and max(broken) >= 1  # the user's map as is, and with a rule broken
+
+
+def test_a_shard_that_outlives_its_budget_is_stopped(monkeypatch):
+    """run_sharded waits for its shards only as long as their budget allows (shard_timeout), then stops them all
+    and says which one was still running."""
+    import subprocess
+
+    from drvtma.fuzz import shard
+
+    assert shard.shard_timeout(seconds=60, max_shrinks=5, shrink_seconds=60.0) == 60 + 300 + 300
+    assert shard.shard_timeout(examples=1000, shrink=False) == 3600 + 300
+    killed = []
+
+    class Stuck:
+        returncode = None
+
+        def communicate(self, timeout=None):
+            raise subprocess.TimeoutExpired("shard", timeout)
+
+        def kill(self):
+            killed.append(self)
+
+    monkeypatch.setattr(shard.subprocess, "Popen", lambda *a, **k: Stuck())
+    with pytest.raises(RuntimeError, match=r"shard 0 \(device 0\) still running"):
+        shard.run_sharded("loads", {}, ["0", "0"], seconds=1)
+    assert len(killed) == 2
+
+
+def test_draw_chooser_chance_shrinks_towards_false():
+    """hypothesis shrinks a draw towards 0: that draw must give False (True only when p = 1), as documented."""
+    from hypothesis import find
+    from hypothesis import strategies as st
+
+    from drvtma.testing.strategies import DrawChooser
+
+    assert find(st.integers(0, 99), lambda v: True) == 0  # hypothesis' minimal draw, what a shrunk case holds
+    assert DrawChooser(lambda strategy: 0).chance(0.3) is False and DrawChooser(lambda s: 0).chance(1.0) is True
+    assert DrawChooser(lambda strategy: 99).chance(0.3) is True and DrawChooser(lambda s: 69).chance(0.3) is False
+    assert sum(DrawChooser(lambda s, v=v: v).chance(0.3) for v in range(100)) == 30  # the odds stay p

@@ -15,6 +15,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from .campaign import CampaignResult, merge_results, run_campaign
@@ -40,6 +41,13 @@ def parse_devices(text: str | None) -> list[str] | None:
     return devices
 
 
+def shard_timeout(*, seconds=None, examples=None, shrink=True, max_shrinks=5, shrink_seconds=60.0, **_) -> float:
+    """How long a shard may take before it is stopped: its time budget (or an hour for a case count), the
+    shrinking it may do, and 5 minutes for start-up and compiles."""
+    budget = float(seconds) if seconds else 3600.0
+    return budget + (max_shrinks * shrink_seconds if shrink else 0.0) + 300.0
+
+
 def run_sharded(target_name: str, options: dict, devices: list[str], *, database_path=None, **campaign) -> \
         CampaignResult:
     """One subprocess per entry of `devices` (the same device may appear twice: two shards on one GPU)."""
@@ -58,8 +66,15 @@ def run_sharded(target_name: str, options: dict, devices: list[str], *, database
                                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    text=True)))
         parts, errors = [], []
+        deadline = time.monotonic() + shard_timeout(**campaign)
         for k, out, proc in procs:
-            stdout, stderr = proc.communicate()
+            try:
+                stdout, stderr = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for _, _, other in procs:
+                    other.kill()
+                raise RuntimeError(f"shard {k} (device {devices[k]}) still running after "
+                                   f"{shard_timeout(**campaign):.0f} s: every shard stopped") from None
             if proc.returncode != 0 or not out.exists():
                 errors.append(f"shard {k} (device {devices[k]}) exited {proc.returncode}:\n{stderr[-2000:]}")
                 continue

@@ -54,8 +54,8 @@ class DrawChooser:
         return self.draw(self.st.sampled_from(list(options)))
 
     def chance(self, p: float) -> bool:
-        # Shrinks towards False; p only sets the odds in the ratio of a small integer range.
-        return self.draw(self.st.integers(0, 99)) < int(p * 100)
+        # Shrinks towards False (a draw of 0 is False unless p = 1); p only sets the odds, in hundredths.
+        return self.draw(self.st.integers(0, 99)) >= 100 - int(p * 100)
 
 
 # ---------------------------------------------------------------------------------------------- valid specs

@@ -170,6 +170,11 @@ class TensorMapSpec:
         if self.base_address is not None:
             put(self, "base_address", int(self.base_address))
 
+    def __getstate__(self) -> dict:
+        """The fields only: encode_tiled's memo of the checked geometry (a driver object) stays behind, so an
+        encoded spec pickles and copies like a fresh one (fuzz shards send specs between processes)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_drvtma_")}
+
     # ---- constructors
     @classmethod
     def create(cls, dtype, shape, box, *, strides=None, strides_bytes=None, **options) -> TensorMapSpec:
