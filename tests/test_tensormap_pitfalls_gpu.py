@@ -80,9 +80,13 @@ def test_rewrites_without_the_acquire_fence(pool, runner):
         buf.upload(host[8 << 20:12 << 20], 8 << 20)
     words = 64 * 64 * 264 * 20
     record(test="tensormap_device_rewrite", words_load1_load2_A_B_other=device_side, words_per_case=words)
-    assert host_side["sys"][0] == 0, f"host rewrite + .sys acquire read a stale map: {host_side}"
-    fenced = device_side["in_flight=False acquire=True"]
-    assert fenced == [[words, 0, 0], [0, words, 0]], f"device rewrite + .gpu acquire: {fenced}"
+    # what docs/tensormap.md says the H200 does (if it now does otherwise, the H200 wins: change the doc)
+    assert all(host_side[f][0] == 0 for f in ("sys", "gpu", "none")), f"a host rewrite read a stale map: {host_side}"
+    for in_flight in (False, True):
+        fenced = device_side[f"in_flight={in_flight} acquire=True"]
+        assert fenced == [[words, 0, 0], [0, words, 0]], f"device rewrite + .gpu acquire: {fenced}"
+        unfenced = device_side[f"in_flight={in_flight} acquire=False"]
+        assert unfenced == [[words, 0, 0], [words, 0, 0]], f"device rewrite, no acquire: the old map? {unfenced}"
 
 
 CHILD = r"""
@@ -144,10 +148,11 @@ def test_map_alignment_in_child_processes(ctx):
 
     seen = {o: _child({"kind": "offset", "offset": o}) for o in (0, 64, 32, 16)}
     record(test="tensormap_global_alignment", **{f"offset_{o}": r["result"] for o, r in seen.items()})
-    assert seen[0] == {"result": "ok"}
     for o, r in seen.items():
         if o % MAP_ALIGNMENT == 0:
             assert r["result"] == "ok", f"a map at +{o} B (allowed by MAP_ALIGNMENT={MAP_ALIGNMENT}) gave {r}"
+        else:  # docs/tensormap.md: the launch ends in a CudaError below the driver's 64 B
+            assert r["result"] == "CudaError", f"a map at +{o} B: {r}"
 
 
 def test_invalid_box_edits_time_out_instead_of_hanging(ctx):
@@ -168,4 +173,4 @@ def test_small_tensor_bit_85_on_hopper(ctx):
         assert fields(small).small_tensor_bit == 0
     out = _child({"kind": "bit", "bit": 85})
     record(test="tensormap_bit85", driver_sets_it=0, set_by_hand=out["result"])
-    assert out["result"] != "child died"
+    assert out["result"] == "ok", out  # docs/tensormap.md: setting it by hand changed nothing in the loads
