@@ -371,7 +371,7 @@ SEEN_TEXT = {
     "init_without_cluster_fence": "no failure in 50 launches x 32 clusters (absence proves nothing)",
     "init_without_fence_or_cluster_barrier": "no failure in 20 launches x 32 clusters (absence proves nothing)",
     "receiver_exits_while_multicast_pending": "sticky CUDA_ERROR_LAUNCH_FAILED: the context is lost",
-    "smem_reused_before_peers_landed": "predicted: the slow peer copies later tiles (not yet seen on the H200)",
+    "smem_reused_before_peers_landed": "128 of 256 rounds corrupted on the slow peer (gpu-check at 16cc5a6)",
     "smem_reuse_control_with_remote_release": "every CTA copies every round exactly",
 }
 

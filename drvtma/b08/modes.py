@@ -1,7 +1,7 @@
 """The B-08 modes on the GPU: launch shapes, input guards, checked launches and timed launches.
 
 A mode is a kernel (cu/b08/b08_modes.cu, cu/b08/pipelines.cu) plus the way it fills shared memory; `ModeConfig` is one
-launch shape of it; `B08Runner` holds one input on the device and launches, verifies (drvtma.verify) and times
+launch shape of it; `B08Runner` holds one input on the device and launches, verifies (drvtma.b08.verify) and times
 any mode on it. The checks on configurations and inputs run before any driver call, so they work on the CPU.
 """
 
@@ -65,7 +65,7 @@ ALL_MODES = tuple(MODES)
 # ws's first consumer warp never releases its first stage. wrong_parity: ws's producer starts on phase 0.
 FAULTS = {"expect_tx_low": 1, "expect_tx_high": 2, "missing_arrive": 3, "wrong_parity": 4}
 FAULTS_BY_MODE = {"pipeN": ("expect_tx_low", "expect_tx_high", "missing_arrive"), "ws": tuple(FAULTS)}
-# The same faults as drvtma.ring.RingSimulation names them; its model predicts which waits hang.
+# The same faults as drvtma.b08.ring.RingSimulation names them; its model predicts which waits hang.
 RING_MODEL_FAULT = {("ws", "expect_tx_low"): "expect_tx_low", ("ws", "expect_tx_high"): "expect_tx_high",
                     ("ws", "missing_arrive"): "missing_release", ("ws", "wrong_parity"): "producer_parity",
                     ("pipeN", "expect_tx_low"): "expect_tx_low", ("pipeN", "expect_tx_high"): "expect_tx_high",
@@ -84,7 +84,7 @@ class ModeConfig:
     do; or "warp", each consumer warp owns whole tiles of a fill (same FMAs per element, one wait, reduction and
     release per owned tile). ``fault`` builds a deliberately broken ring (tests); ``wait_timeout_ns`` bounds every
     mbarrier wait. ``part`` (ring modes): "full", or "copy_only" / "compute_only", the half-rings whose times bound
-    the full ring's (drvtma.floors).
+    the full ring's (drvtma.b08.floors).
     """
 
     mode: str

@@ -1,5 +1,5 @@
 """`drvtma sweep`, `drvtma bench roof` and `drvtma bench floors`: argument parsing only; the work is in
-drvtma.sweep, drvtma.roof and drvtma.floors."""
+drvtma.b08.sweep, drvtma.b08.roof and drvtma.b08.floors."""
 
 from __future__ import annotations
 

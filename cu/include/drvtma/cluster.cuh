@@ -72,7 +72,9 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // ---- mbarriers across the cluster. A CTA waits only on its own barriers; peers may arrive on them.
-// Arrive once on the barrier at the same offset as `bar` in CTA `rank` (release at cluster scope).
+// Arrive once on the barrier at the same offset as `bar` in CTA `rank` (release at cluster scope: it publishes this
+// thread's st.shared::cluster stores to the peer, as cluster_identity.cu needs; each call costs a MEMBAR.ALL.GPU, so
+// handing a ring stage back uses mbar_remote_arrive_cta below).
 __device__ __forceinline__ void mbar_remote_arrive(u64* bar, u32 rank) {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"
                  ::"r"(mapa_shared(smem_u32(bar), rank)) : "memory");
@@ -87,7 +89,9 @@ __device__ __forceinline__ void mbar_remote_arrive_cta(u64* bar, u32 rank) {
     asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(mapa_shared(smem_u32(bar), rank)) : "memory");
 }
 
-// try_wait that acquires at cluster scope: the bytes completing a multicast-fed barrier come from other CTAs.
+// try_wait that acquires at cluster scope: for a barrier that publishes peers' plain st.shared::cluster stores
+// (cluster_identity.cu) or whose waiter reads peer memory. A ring of multicast stages does not need it: the
+// bytes complete_tx this CTA's own barrier through the async proxy (gemm_ws.cu, multicast_bench.cu wait at CTA scope).
 __device__ __forceinline__ bool mbar_try_wait_parity_cluster(u64* bar, u32 parity) {
     u32 done;
     asm volatile(

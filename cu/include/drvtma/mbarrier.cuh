@@ -25,15 +25,16 @@ struct BarrierRun {
     u32 arrivals;
 };
 
-// Thread 0 initialises every barrier of the runs and fences the inits for the copy engine; the CTA barrier at
-// the end makes them visible to every thread. Every thread of the block must call it (it ends in __syncthreads).
-// (Thread 0 only; init_block_barriers and cluster.cuh's init_cluster_barriers add the barrier that publishes them.)
+// Thread 0 only: initialise every barrier of the runs and fence the inits for the copy engine
+// (init_block_barriers and cluster.cuh's init_cluster_barriers add the barrier that publishes them).
 __device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b) {
     for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
     for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
     mbar_fence_init();
 }
 
+// Thread 0 initialises the runs; the CTA barrier at the end makes them visible to every thread. Every thread of
+// the block must call it (it ends in __syncthreads).
 __device__ __forceinline__ void init_block_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
     if (threadIdx.x == 0) init_barrier_runs(a, b);
     __syncthreads();
