@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 
 from ..runtime.arrays import strided_view
+from .spec import contiguous_strides_bytes
 
 # DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them.
 _DLPACK_FP8 = {7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn",
@@ -55,7 +56,7 @@ def array_layout(obj) -> ArrayLayout:
     strides = view.strides
     shape = tuple(int(n) for n in view.shape)
     if strides is None:  # C-contiguous
-        strides_bytes = _contiguous(shape, dtype.itemsize)
+        strides_bytes = contiguous_strides_bytes(shape, dtype.itemsize)
     else:
         strides_bytes = tuple(int(s) * dtype.itemsize for s in strides)
     address = int(view.ptr) if view.is_device_accessible else None
@@ -91,13 +92,6 @@ def _cai_layout(obj) -> ArrayLayout:
     dtype = np.dtype(cai["typestr"])
     shape = tuple(int(n) for n in cai["shape"])
     strides = cai.get("strides")
-    strides_bytes = tuple(int(s) for s in strides) if strides else _contiguous(shape, dtype.itemsize)
+    strides_bytes = tuple(int(s) for s in strides) if strides else contiguous_strides_bytes(shape, dtype.itemsize)
     return ArrayLayout(dtype, shape, strides_bytes, int(cai["data"][0]), obj)
 
-
-def _contiguous(shape, itemsize: int) -> tuple[int, ...]:
-    out, step = [], itemsize
-    for n in reversed(shape):
-        out.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(out))

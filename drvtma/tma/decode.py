@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import TensorMapError
-from .dtypes import FLOAT32, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ
+from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
 from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
 from .spec import MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
 
@@ -151,7 +151,7 @@ def _dtype(f: MapFields):
                              "no sm_90 element type has this code")
     if not f.tf32:
         return base
-    tf32 = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}.get(base)
+    tf32 = TF32_OF.get(base)
     if tf32 is None:
         raise TensorMapError("decode_elemtype", "tf32 flag", f"{base.name} + tf32",
                              "set the element type to f32 or f32.ftz, or clear the tf32 flag",
@@ -207,8 +207,8 @@ def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     dt = spec.dtype
     v = put(0, ADDRESS, address)
     v = put(v, RANK, p.rank - 1)
-    v = put(v, ELEMTYPE, PTX_ELEMTYPE[{TFLOAT32: FLOAT32, TFLOAT32_FTZ: FLOAT32_FTZ}.get(dt, dt)])
-    v = put(v, TF32_FLAG, int(dt in (TFLOAT32, TFLOAT32_FTZ)))
+    v = put(v, ELEMTYPE, PTX_ELEMTYPE[F32_OF.get(dt, dt)])
+    v = put(v, TF32_FLAG, int(dt in TF32_DTYPES))
     v = put(v, INTERLEAVE, p.interleave)
     v = put(v, SWIZZLE, p.swizzle)
     v = put(v, OOB_FILL, p.oob_fill)

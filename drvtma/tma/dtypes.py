@@ -68,6 +68,8 @@ ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64,
                                     BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
 TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush nothing, FTZ or not) [seen]
+TF32_OF = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}  # a float32 type and its tf32 twin (same element bytes)
+F32_OF = {tf32: f32 for f32, tf32 in TF32_OF.items()}
 
 # Enum values the driver headers define but a Hopper refuses (packed 4/6-bit types, Blackwell only) [seen].
 SM100_ONLY_DTYPE_ENUMS = {13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}

@@ -14,19 +14,18 @@ import numpy as np
 from ..errors import TensorMapError
 from . import oracle
 from .decode import map_bytes
+from .probe import IMAGE_ALIGN_SLACK, POISON
 from .replace import Edit
 from .spec import TENSOR_MAP_BYTES, TensorMapSpec
 
 SOURCE = "tma/global_map.cu"
 THREADS = 128
-IMAGE_ALIGN_SLACK = 1024
 JOB_WORDS = 48  # cu/tma/global_map.cu kJobWords
 MAX_EDITS = 8
 FENCES = {"none": 0, "gpu": 1, "sys": 2}
 # The driver documents 64-byte alignment for a map's address (CUDA 13 headers, PTX's examples and Triton use 128).
 # H200: maps at +64 B load right, at +32 and +16 B the load fails with a CudaError (tests/test_tensormap_pitfalls_gpu.py).
 MAP_ALIGNMENT = 64
-POISON = 0xA5A5A5A5  # what the runners fill shared memory with; pass the same to oracle.load_images
 
 
 def _map_bytes(tmap) -> np.ndarray:

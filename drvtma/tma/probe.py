@@ -18,6 +18,7 @@ PROBE_SOURCE = "tma/load_probe.cu"
 PROBE_KERNEL = "load_probe"
 PROBE_THREADS = 128
 IMAGE_ALIGN_SLACK = 1024  # the kernel aligns its image to 1024 B inside the dynamic region
+POISON = 0xA5A5A5A5  # what the probes fill shared memory with; pass the same to oracle.load_images
 MAX_IMAGES_BYTES = 256 << 20  # per launch; larger batches are split
 
 
@@ -57,7 +58,7 @@ class LoadProbe:
         return images_buf
 
     def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
-            poison: int = 0xA5A5A5A5) -> np.ndarray:
+            poison: int = POISON) -> np.ndarray:
         """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
         _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
         out = np.empty((len(tma_coords), image_bytes), dtype=np.uint8)
@@ -71,7 +72,7 @@ class LoadProbe:
         return out
 
     def launch(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
-               poison: int = 0xA5A5A5A5) -> PendingImages:
+               poison: int = POISON) -> PendingImages:
         """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once, so the host can compute the
         oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives. One pending launch at a time:
         the next launch reuses the scratch buffers."""
@@ -112,7 +113,7 @@ def default_probe() -> LoadProbe:
 
 
 def run_load_probe(spec: TensorMapSpec, coords_list, base_offset: int = 0, *, target=None,
-                   image_bytes: int | None = None, poison: int = 0xA5A5A5A5,
+                   image_bytes: int | None = None, poison: int = POISON,
                    probe: LoadProbe | None = None) -> np.ndarray:
     """Encode `spec` (for `target`, else its base_address), load a box per coordinate set, return the images."""
     tmap = encode_tiled(spec, target)
@@ -150,7 +151,7 @@ def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndar
 
 
 def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int = 0, *, target=None,
-                poison: int = 0xA5A5A5A5, probe: LoadProbe | None = None, max_reports: int = 3) -> LoadCheck:
+                poison: int = POISON, probe: LoadProbe | None = None, max_reports: int = 3) -> LoadCheck:
     """Run the probe and compare every image with the oracle bit for bit.
 
     `global_bytes` is the host copy of the device bytes from the spec's base address (or `target`'s).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TensorMapError
-from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT32_FTZ, FLOAT64, INT32, INT64, TF32_DTYPES, TFLOAT32,
+from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT32_FTZ, FLOAT64, INT32, INT64, TF32_DTYPES, TF32_OF, TFLOAT32,
                      TFLOAT32_FTZ, UINT8, UINT16, UINT32, UINT64, tma_dtype)
 from .spec import MAX_RANK, TensorMapSpec, to_tma_order
 
@@ -127,7 +127,7 @@ def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
     if f == "elemtype":
         dt = DTYPE_OF_PTX_ELEMTYPE[v]
         if spec.dtype in TF32_DTYPES and v <= 10:  # the tf32 flag stays set (see apply_to_bytes)
-            kept = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}.get(dt)
+            kept = TF32_OF.get(dt)
             if kept is None:
                 raise TensorMapError("replace_tf32_flag", "elemtype", v,
                                      "edit a tf32 map to f32 / f32.ftz only, or re-encode it on the host",
