@@ -353,3 +353,13 @@ def test_packer_takes_a_device_array_as_its_pointer_and_refuses_host_arrays():
         p.pack((np.zeros(4, np.float32), 3))
     with pytest.raises(LaunchError, match="argument 1 is a 4-byte parameter.*device array"):
         p.pack((3, FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32)))
+
+
+def test_every_benchmark_names_a_function_that_exists():
+    import importlib
+
+    from drvtma.cli.bench import BENCHMARKS
+
+    for name, (module, func, help_) in BENCHMARKS.items():
+        assert callable(getattr(importlib.import_module(module), func)), name
+        assert help_

@@ -4,6 +4,7 @@ drvtma.b08.sweep, drvtma.b08.roof and drvtma.b08.floors."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from dataclasses import replace
 
@@ -199,38 +200,28 @@ def floors_command(argv: list[str]) -> int:
     return 0
 
 
-def multicast_command(argv: list[str]) -> int:
-    from ..cluster.bench import multicast_command as run
-
-    return run(argv)
-
-
-def gemm_command(argv: list[str]) -> int:
-    from ..gemm.bench import gemm_command as run
-
-    return run(argv)
-
-
-def descriptors_command(argv: list[str]) -> int:
-    from ..tma.descriptor_bench import descriptors_command as run
-
-    return run(argv)
-
-
-BENCHMARKS = {"roof": roof_command, "floors": floors_command, "multicast": multicast_command,
-              "descriptors": descriptors_command, "gemm": gemm_command}
+# benchmark -> (module, function taking argv and returning an exit code, one-line help), imported when run
+BENCHMARKS = {
+    "roof": ("drvtma.cli.bench", "roof_command", "the TMA read modes against the device-to-device copy rate"),
+    "floors": ("drvtma.cli.bench", "floors_command",
+               "what bounds each ring mode: its copies alone, its compute alone, the launch"),
+    "multicast": ("drvtma.cluster.bench", "multicast_command",
+                  "k CTAs of a cluster reading the same tiles: one multicast vs each its own copy"),
+    "descriptors": ("drvtma.tma.descriptor_bench", "descriptors_command",
+                    "a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse"),
+    "gemm": ("drvtma.gemm.bench", "gemm_command",
+             "the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape"),
+}
 
 
 def bench_command(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: drvtma bench {roof,floors,multicast,descriptors,gemm} [options]   (drvtma bench NAME --help)\n"
-              "  roof    the TMA read modes against the device-to-device copy rate\n"
-              "  floors  what bounds each ring mode: its copies alone, its compute alone, the launch\n"
-              "  multicast  k CTAs of a cluster reading the same tiles: one multicast vs each its own copy\n"
-              "  descriptors  a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse\n"
-              "  gemm    the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape")
+        print(f"usage: drvtma bench {{{','.join(BENCHMARKS)}}} [options]   (drvtma bench NAME --help)")
+        for name, (_, _, help_) in BENCHMARKS.items():
+            print(f"  {name:<12} {help_}")
         return 0 if argv else 2
     if argv[0] not in BENCHMARKS:
         print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)
         return 2
-    return BENCHMARKS[argv[0]](argv[1:])
+    module, func, _ = BENCHMARKS[argv[0]]
+    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
