@@ -15,7 +15,7 @@ from drvtma.errors import WgmmaError
 from drvtma.tma.spec import Swizzle, TensorMapSpec
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle, rules
-from drvtma.wgmma.descriptor import (SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle,
+from drvtma.wgmma.descriptor import (SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle,
                                      wgmma_swizzle)
 from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, F16, M, S8, TF32, U8, wgmma_type
 from drvtma.wgmma.layout import descriptor_for
@@ -193,7 +193,7 @@ def test_valid_descriptors_read_a_permutation(t, swz):
     """For a canonical descriptor the element addresses are distinct and tile one contiguous block."""
     for major in (("K", "MN") if t.transposable else ("K",)):
         for rows in (64, 256):
-            span = {0: 16, 3: 32, 2: 64, 1: 128}[int(swz)]
+            span = SPAN_BYTES[WgmmaSwizzle(int(swz))]
             if major == "K":
                 d = (SmemDescriptor(0, lbo=rows * 16, sbo=128, swizzle=swz) if swz == WgmmaSwizzle.NONE
                      else SmemDescriptor(0, lbo=16, sbo=8 * span, swizzle=swz))

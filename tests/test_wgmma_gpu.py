@@ -18,7 +18,7 @@ import pytest
 from drvtma.runtime.figures import record_test as record
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle
-from drvtma.wgmma.descriptor import SmemDescriptor, WgmmaSwizzle
+from drvtma.wgmma.descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle
 from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, E5M2, F16, TF32
 from drvtma.errors import WgmmaError
 from drvtma.wgmma.probe import PROBE_NS, ProbeGroup, WgmmaProbe, check_case, predict, predict_case
@@ -138,7 +138,7 @@ def _gather_table():
     base = 8192
     out = []
     for swz in (WgmmaSwizzle.NONE, WgmmaSwizzle.B32, WgmmaSwizzle.B64, WgmmaSwizzle.B128):
-        span = {0: 16, 3: 32, 2: 64, 1: 128}[int(swz)]
+        span = SPAN_BYTES[WgmmaSwizzle(int(swz))]
         for major, n in (("K", 80), ("MN", 128)):
             if major == "K":
                 canon = (SmemDescriptor(base, lbo=64 * 16, sbo=128, swizzle=swz) if swz == WgmmaSwizzle.NONE

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import oracle
-from .descriptor import SmemDescriptor, WgmmaSwizzle
+from .descriptor import SmemDescriptor, WgmmaSwizzle, to_tma_swizzle
 from .dtypes import K_BYTES, M, WgmmaType, wgmma_type
 from .layout import descriptor_for
 from .probe import PROBE_NS, Box, ProbeCase, ProbeGroup
@@ -117,7 +117,7 @@ def mutate(desc: list[SmemDescriptor], kind: str, rng) -> tuple[list[SmemDescrip
         new = int(rng.choice([c for c in range(4) if c != int(d0.swizzle)]))
         return [d.replace(swizzle=WgmmaSwizzle(new)) for d in desc], 0
     if kind == "tma_enum":  # the CUtensorMapSwizzle value written into bits 62-63 (pitfall 1)
-        tma = {WgmmaSwizzle.NONE: 0, WgmmaSwizzle.B32: 1, WgmmaSwizzle.B64: 2, WgmmaSwizzle.B128: 3}[d0.swizzle]
+        tma = int(to_tma_swizzle(d0.swizzle))
         if tma == int(d0.swizzle):  # none and 64B agree: fall back to another code
             return mutate(desc, "swizzle_code", rng)
         return [d.replace(swizzle=WgmmaSwizzle(tma)) for d in desc], 0
