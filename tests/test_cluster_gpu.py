@@ -57,7 +57,8 @@ def probe(ctx):
 
 def test_occupancy_decides_which_cluster_shapes_drvtma_launches(ctx):
     """cuOccupancyMaxActiveClusters for sizes 1..16 x dynamic smem: drvtma refuses exactly the shapes it says 0
-    for (rule cluster_schedulable), and every shape it accepts launches and reports its identity."""
+    for (rule cluster_schedulable), and every shape it accepts launches (the identities themselves are checked by
+    the identity tests below)."""
     from drvtma.runtime.kernel import Module
 
     module = Module.load(P.IDENTITY_SOURCE)
