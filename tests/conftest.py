@@ -21,3 +21,13 @@ def pytest_configure(config):
 def ctx(drvtma_ctx):
     """The primary context of a Hopper GPU, or a skip that quotes why there is none (the plugin's drvtma_ctx)."""
     return drvtma_ctx
+
+
+@pytest.fixture(scope="session")
+def runner(ctx):
+    """One GlobalMapRunner (cu/tma/global_map.cu) for the global-map and pitfall tests."""
+    from drvtma.tma.global_maps import GlobalMapRunner
+
+    r = GlobalMapRunner()
+    yield r
+    r.close()

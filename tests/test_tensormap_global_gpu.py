@@ -42,15 +42,6 @@ def pool(ctx):
         yield pool
 
 
-@pytest.fixture(scope="module")
-def runner(ctx):
-    from drvtma.tma.global_maps import GlobalMapRunner
-
-    r = GlobalMapRunner()
-    yield r
-    r.close()
-
-
 def _in_pool(ch, buf, spec, align=16):
     offset = ch.integer(0, (POOL_BYTES - spec.extent_bytes - 4096) // align) * align
     return spec.replace(base_address=buf.ptr + offset)

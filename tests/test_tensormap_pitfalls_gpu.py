@@ -29,15 +29,6 @@ def pool(ctx):
         yield pool
 
 
-@pytest.fixture(scope="module")
-def runner(ctx):
-    from drvtma.tma.global_maps import GlobalMapRunner
-
-    r = GlobalMapRunner()
-    yield r
-    r.close()
-
-
 def _tagged(buf, offset, n_words, tag):
     words = (np.arange(n_words, dtype=np.uint32) & 0xFFFF) | np.uint32(tag << 16)
     buf.upload(words, offset)
