@@ -320,13 +320,13 @@ def elapsed_ms(start: Event, end: Event) -> float:
 
 
 def versions() -> dict[str, str]:
-    """cuda-bindings, NVRTC and (when a driver is present) the driver version, for reports."""
+    """cuda-bindings, cuda-core, NumPy, NVRTC and (when a driver is present) the driver version, for reports."""
     from importlib import metadata
 
     from cuda.bindings import nvrtc
 
     out = {}
-    for dist in ("cuda-bindings", "cuda-python", "numpy"):
+    for dist in ("cuda-bindings", "cuda-core", "numpy"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
