@@ -1,4 +1,5 @@
-"""Disassemble cubins with nvdisasm (from the nvidia-cuda-nvdisasm wheel or the PATH). Needs no GPU."""
+"""Disassemble cubins with nvdisasm (from the nvidia-cuda-nvdisasm wheel or the PATH). Needs no GPU.
+Without one, a one-line DrvtmaError says what to install (`drvtma compile` prints it and exits 1)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,19 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from ..errors import DrvtmaError
+
+INSTALL = "pip install 'nvidia-cuda-nvdisasm>=13,<14', or set DRVTMA_NVDISASM to an nvdisasm of CUDA 13"
+
 
 @lru_cache(maxsize=1)
 def nvdisasm_path() -> str:
     """nvdisasm from $DRVTMA_NVDISASM, the nvidia-cuda-nvdisasm wheel, or the PATH."""
     override = os.environ.get("DRVTMA_NVDISASM")
     if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise DrvtmaError(f"DRVTMA_NVDISASM = {override!r} is not an executable file; fix: point it at "
+                              "nvdisasm, or unset it to use the nvidia-cuda-nvdisasm wheel")
         return override
     try:
         import nvidia  # namespace package of NVIDIA's wheels
@@ -29,7 +37,7 @@ def nvdisasm_path() -> str:
     found = shutil.which("nvdisasm")
     if found:
         return found
-    raise FileNotFoundError("nvdisasm not found: pip install nvidia-cuda-nvdisasm, or set DRVTMA_NVDISASM")
+    raise DrvtmaError(f"nvdisasm not found (SASS listings need it; no GPU needed): {INSTALL}")
 
 
 def disassemble(cubin: bytes) -> str:
@@ -37,8 +45,8 @@ def disassemble(cubin: bytes) -> str:
         f.write(cubin)
         f.flush()
         out = subprocess.run([nvdisasm_path(), "-c", f.name], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"nvdisasm failed ({out.returncode}): {out.stderr.strip()}")
+    if out.returncode != 0:  # e.g. an nvdisasm older than the cubin's architecture
+        raise DrvtmaError(f"nvdisasm failed ({out.returncode}): {out.stderr.strip()}; fix: {INSTALL}")
     return out.stdout
 
 
