@@ -3,10 +3,20 @@ and arbitrary tensor-map specs, coordinates and special float values (`strategie
 generators (`tensormaps`); random multicast batches (`multicast`); fault children that import the same drvtma
 (`children`); the pytest plugin (`plugin`: gpu marker, `drvtma_ctx`, `tma_probe`, hypothesis profiles)."""
 
-from .strategies import (ADDRESS_BASE, DrawChooser, RngChooser, applicable_rules, break_rule, build_any_spec,
-                         build_coordinates, build_invalid_spec, build_misaligned_coordinates, build_valid_spec,
-                         invalid_specs, load_cases, special_float_bits, valid_specs)
-
 __all__ = ["ADDRESS_BASE", "DrawChooser", "RngChooser", "applicable_rules", "break_rule", "build_any_spec",
            "build_coordinates", "build_invalid_spec", "build_misaligned_coordinates", "build_valid_spec",
            "invalid_specs", "load_cases", "special_float_bits", "valid_specs"]
+
+
+def __getattr__(name: str):
+    """The strategies load on first use: pytest imports the plugin (this package) in every project where drvtma is
+    installed, and that must cost no NumPy import (PEP 562)."""
+    if name not in __all__:
+        raise AttributeError(f"module 'drvtma.testing' has no attribute {name!r}")
+    from . import strategies
+
+    return getattr(strategies, name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,39 +15,51 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 import pytest
+
+from ..errors import DrvtmaError
+from .optional import hypothesis
 
 PROFILES = {"ci": "drvtma-ci", "gpu-long": "drvtma-gpu-long"}
 GPU_MARKER = "gpu: needs an NVIDIA Hopper GPU (skipped with the driver's own message when there is none)"
 
 
 def register_profiles() -> None:
-    from hypothesis import HealthCheck, settings
-
-    settings.register_profile("drvtma-ci", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    """Register drvtma-ci and drvtma-gpu-long with hypothesis (a DrvtmaError naming what to install without it)."""
+    hyp = hypothesis("the drvtma-ci / drvtma-gpu-long hypothesis profiles")
+    settings, health = hyp.settings, hyp.HealthCheck
+    settings.register_profile("drvtma-ci", deadline=None, suppress_health_check=[health.too_slow])
     settings.register_profile("drvtma-gpu-long", deadline=None, max_examples=2000,
-                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                              suppress_health_check=[health.too_slow, health.data_too_large])
 
 
 def load_profile(name: str | None = None) -> str | None:
-    """Load `name` (or $DRVTMA_HYPOTHESIS_PROFILE); short names map to drvtma's. Returns what was loaded."""
-    from hypothesis import settings
-
+    """Load `name` (or $DRVTMA_HYPOTHESIS_PROFILE); short names map to drvtma's. Returns what was loaded.
+    With neither, nothing is imported: projects without hypothesis never reach it."""
     name = name or os.environ.get("DRVTMA_HYPOTHESIS_PROFILE")
     if not name:
         return None
     name = PROFILES.get(name, name)
-    settings.load_profile(name)
+    register_profiles()
+    hypothesis(f"the hypothesis profile {name!r}").settings.load_profile(name)
     return name
 
 
-register_profiles()
-load_profile()
-
-
+# Loaded in every pytest run of every project where drvtma is installed, so this module imports only pytest at
+# load time; hypothesis, NumPy and cuda-bindings come inside the hooks and fixtures that use them.
+@pytest.hookimpl(tryfirst=True)  # before hypothesis' own plugin, which loads --hypothesis-profile
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", GPU_MARKER)
+    try:
+        if os.environ.get("DRVTMA_HYPOTHESIS_PROFILE"):
+            load_profile()
+        elif ("hypothesis" in sys.modules  # already paid for: then test modules can name the profiles too
+              or str(config.getoption("hypothesis_profile", None) or "") in PROFILES.values()):
+            register_profiles()
+    except DrvtmaError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def hopper_context():

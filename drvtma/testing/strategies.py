@@ -15,6 +15,7 @@ from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8
 from ..tma.spec import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
                         L2Promotion, OobFill, Swizzle, TensorMapSpec)
 from ..tma.rules import address_alignment
+from .optional import hypothesis
 
 ADDRESS_BASE = 0x7F00_0000_0000  # CPU specs get plausible device addresses above this
 _SAME_SIZE_INT = {1: UINT8, 2: UINT16, 4: UINT32, 8: UINT64}
@@ -43,9 +44,7 @@ class DrawChooser:
     """Chooser backed by hypothesis' draw (so examples shrink towards small integers and early options)."""
 
     def __init__(self, draw):
-        from hypothesis import strategies as st
-
-        self.draw, self.st = draw, st
+        self.draw, self.st = draw, hypothesis("DrawChooser", "hypothesis.strategies")
 
     def integer(self, lo: int, hi: int) -> int:
         return self.draw(self.st.integers(lo, hi))
@@ -352,20 +351,18 @@ def special_float_bits(dtype, *, random_words: int = 32, seed: int = 5) -> np.nd
 
 # ---------------------------------------------------------------------------------------------- strategies
 
-def _composite(fn):
-    from hypothesis import strategies as st
-
-    return st.composite(fn)
+def _composite(fn, what: str):
+    return hypothesis(f"drvtma.testing.{what}", "hypothesis.strategies").composite(fn)
 
 
 def valid_specs(**options):
     """Hypothesis strategy of valid TensorMapSpecs (options as `build_valid_spec`)."""
-    return _composite(lambda draw: build_valid_spec(DrawChooser(draw), **options))()
+    return _composite(lambda draw: build_valid_spec(DrawChooser(draw), **options), "valid_specs")()
 
 
 def invalid_specs(**options):
     """Hypothesis strategy of (spec, rule) with exactly that one rule broken."""
-    return _composite(lambda draw: build_invalid_spec(DrawChooser(draw), **options))()
+    return _composite(lambda draw: build_invalid_spec(DrawChooser(draw), **options), "invalid_specs")()
 
 
 def load_cases(max_boxes: int = 8, **options):
@@ -375,4 +372,4 @@ def load_cases(max_boxes: int = 8, **options):
         spec = build_valid_spec(ch, **{"interleave": False, **options})
         n = ch.integer(1, max_boxes)
         return spec, [build_coordinates(ch, spec) for _ in range(n)]
-    return _composite(build)()
+    return _composite(build, "load_cases")()
