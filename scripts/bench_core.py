@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Core costs: cold compile, cache-hit compile, and per-launch host overhead of drvtma against a bare
-cuLaunchKernel with pre-packed arguments and cuda.core's launch, on the same kernel in the same run; then issue 11's
-host figures (encode and launch against the bare calls and cuda.core) as one `{"bench": "host"}` line. Prints a
+cuLaunchKernel with pre-packed arguments and cuda.core's launch, on the same kernel in the same run; then the
+host-cost figures (encode and launch against the bare calls and cuda.core) as one `{"bench": "host"}` line. Prints a
 table and JSON lines."""
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def main() -> int:
 
 
 def host_figures(launch: dict, encode_repeats: int) -> dict:
-    """Issue 11's host targets in one line, encode and launch measured in this process: encode_known_over_bare
+    """The host-cost targets in one line, encode and launch measured in this process: encode_known_over_bare
     <= 1.5, encode_new_over_bare <= 3, launch_over_cuda_core <= 1, launch_map_over_plain <= 1.2."""
     import sys
     from pathlib import Path

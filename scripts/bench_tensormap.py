@@ -106,8 +106,8 @@ def time_encode(repeats: int, batches: int = 7) -> dict:
                 runs["new_geometry"].append(batch_us(lambda s: encode_tiled(s, buf), new))
                 runs["known_geometry"].append(batch_us(lambda s: encode_tiled(s, buf), [base] * repeats))
     med = {k: statistics.median(v) if v else None for k, v in runs.items()}
-    # "bare" is the call with its arguments built for the map, as any caller of the driver API pays (the issue's
-    # 2.90 us); "bare_prebuilt" reuses one set of argument objects, the binding and the driver alone.
+    # "bare" is the call with its arguments built for the map, as any caller of the driver API pays (2.90 us
+    # when first measured); "bare_prebuilt" reuses one set of argument objects, the binding and the driver alone.
     return {"encode_bare_us": med["bare_built"], "encode_bare_prebuilt_us": med["bare"],
             "encode_cuda_core_us": med["cuda_core"],
             "encode_unchecked_us": med["unchecked"], "encode_validated_us": med["new_geometry"],

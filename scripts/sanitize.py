@@ -39,7 +39,7 @@ FAMILIES: dict[str, list[str]] = {
     "load_probe": [FAMILY_SCRIPT, "load_probe"],
     "store_probe": [FAMILY_SCRIPT, "store_probe"],      # tensor stores, reductions, bulk stores
     "core": [FAMILY_SCRIPT, "core"],
-    "release_repro": [FAMILY_SCRIPT, "release_repro"],  # issue 11's one-stage ring, per-thread release
+    "release_repro": [FAMILY_SCRIPT, "release_repro"],  # the one-stage ring that shows racecheck's view of a release
     "wgmma": [str(ROOT / "scripts" / "sanitize_wgmma.py")],              # every wgmma probe module
     "global_maps": [str(ROOT / "scripts" / "sanitize_global_maps.py")],  # maps in global memory, device edits
     "cluster": [str(ROOT / "scripts" / "sanitize_cluster.py")],          # multicast (2..16 CTAs), DSMEM
@@ -49,7 +49,7 @@ FAMILIES: dict[str, list[str]] = {
 }
 
 TOOLS: dict[str, list[str]] = {
-    # API errors too: a driver call that fails in normal operation is a bug (issue 11)
+    # API errors too: a driver call that fails in normal operation is a bug, even when drvtma handles it
     "memcheck": ["--tool", "memcheck", "--report-api-errors", "all", "--check-api-memory-access", "yes"],
     "racecheck": ["--tool", "racecheck", "--report-api-errors", "all"],
     "synccheck": ["--tool", "synccheck", "--report-api-errors", "all"],

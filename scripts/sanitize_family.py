@@ -122,7 +122,7 @@ def core() -> None:
 
 @family
 def release_repro() -> None:
-    """The one-stage ring of issue 11 with the release ws_ring uses (every consumer thread arrives)."""
+    """The one-stage release ring (cu/b08/release_repro.cu) with the release ws_ring uses (every consumer thread arrives)."""
     from drvtma.b08.release_repro import run_release_repro
 
     run_release_repro("thread_arrive")  # the other variants draw racecheck reports: docs/results/sanitizer.md

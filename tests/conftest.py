@@ -10,10 +10,15 @@ import pytest
 pytest_plugins = ["drvtma.testing.plugin"]
 
 
+TIMING_MARKER = ("timing: measures speed, runs for a fixed time, or counts on a short bounded wait; "
+                 "scripts/gpu-check runs these alone, after the tests it spreads over pytest-xdist workers")
+
+
 def pytest_configure(config):
     """`ci` is the suite's default profile; DRVTMA_HYPOTHESIS_PROFILE=gpu-long for deeper runs."""
     from drvtma.testing.plugin import load_profile
 
+    config.addinivalue_line("markers", TIMING_MARKER)
     load_profile(os.environ.get("DRVTMA_HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -1,4 +1,5 @@
-"""Fault children import the drvtma their parent runs, and keep the caller's PYTHONPATH (issue 11)."""
+"""Fault children import the drvtma their parent runs, and keep the caller's PYTHONPATH (a child that imported
+another drvtma once tested the wrong code)."""
 
 import os
 

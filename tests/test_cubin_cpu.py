@@ -39,7 +39,7 @@ def test_not_a_cubin_is_refused():
 
 
 def test_a_compile_writes_into_its_own_buffers_only():
-    """NVRTC once wrote its empty log's NUL into CPython's shared b" " (issue 11: torch's import then failed)."""
+    """NVRTC once wrote its empty log's NUL into CPython's shared b" " (torch's import then failed)."""
     image = compiler._nvrtc_compile(b'extern "C" __global__ void k() {}', "quiet.cu", ("-arch=sm_90a",))
     assert image[:4] == b"\x7fELF"
     assert b" " == bytes([32]) and b" " * 3 == bytes([32, 32, 32])

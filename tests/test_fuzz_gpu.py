@@ -25,6 +25,7 @@ SECONDS = float(os.environ.get("DRVTMA_FUZZ_SECONDS", "3"))
 SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
 
 
+@pytest.mark.timing  # runs for a fixed time: its case count and rate are the GPU's alone
 @pytest.mark.parametrize("name", ["loads", "encode", "stores", "reductions"])
 def test_short_campaign_finds_no_mismatch(ctx, name):
     target = get_target(name)

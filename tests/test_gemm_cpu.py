@@ -243,7 +243,7 @@ def test_cluster_loads_half_of_b_per_cta():
 
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
 def test_every_claim_value_compiles_or_is_refused_by_its_rule(claim):
-    """Each claim of the seed is one field: every value builds a kernel with the instructions it claims, or names
+    """Each claim of the async tensor-core article is one field: every value builds a kernel with the instructions it claims, or names
     the rule that refuses it."""
     for cfg in claim_configs(claim):
         errors = list(cfg.errors())

@@ -1,5 +1,6 @@
-"""scripts/gpu-check on the CPU: every step runs something that exists, and its test counts add up every pytest
-step (a failure in any of them is a failure of the check)."""
+"""scripts/gpu-check on the CPU: every step runs something that exists, the tests spread over pytest-xdist workers
+with the timing tests alone, its test counts add up every pytest step (a failure in any of them is a failure of the
+check), and the report's header carries the wall time and a verdict that is green only when all is."""
 
 import importlib.machinery
 import importlib.util
@@ -45,3 +46,103 @@ def test_counts_add_every_pytest_step(tmp_path, monkeypatch):
     assert counts == {"passed": 2, "failed": 1, "errors": 0, "skipped": 1} and failures == ["t::bad"]
     report = (tmp_path / "gpu-check.md").read_text()
     assert "passed 2, failed 1" in report and "- FAILED: t::bad" in report
+
+
+def _step(steps, name):
+    return next(s for s in steps if s["name"] == name)
+
+
+def test_tests_spread_over_xdist_workers_and_timing_tests_run_alone():
+    steps = gpu_check.steps(False, workers=8)
+    spread, timing = _step(steps, "tests")["cmd"], _step(steps, "tests_timing")["cmd"]
+    assert spread[spread.index("-n") + 1] == "8" and spread[spread.index("--dist") + 1] == "loadgroup"
+    assert spread[spread.index("-m", 3) + 1] == "not timing" and timing[timing.index("-m", 3) + 1] == "timing"
+    assert "-n" not in timing and "-n" not in _step(steps, "gemm_tests")["cmd"]
+    for cmd in (spread, timing):  # the whole tests folder, so test_bad_inputs_cpu.py records the bad_inputs figure
+        assert cmd[-1] == "tests" and "tests/test_bad_inputs_cpu.py" not in cmd
+        assert cmd[cmd.index("--ignore") + 1] == "tests/test_gemm_gpu.py"
+    assert "-n" not in _step(gpu_check.steps(False, workers=0), "tests")["cmd"]
+    assert (ROOT / "tests" / "test_bad_inputs_cpu.py").is_file()
+
+
+def test_every_gemm_step_is_in_the_default_run_within_the_budget():
+    names = [s["name"] for s in gpu_check.steps(False, workers=8)]
+    assert {"gemm_tests", "bench_gemm", "gemm_profile", "gemm_claims"} <= set(names)
+    assert gpu_check.BUDGET_S <= 540
+    assert all(s["timeout"] <= gpu_check.BUDGET_S for s in gpu_check.steps(False, workers=8))
+
+
+def test_timing_marker_is_registered_and_used():
+    assert "timing:" in (ROOT / "tests" / "conftest.py").read_text()
+    marked = [p.name for p in sorted((ROOT / "tests").glob("test_*gpu.py")) if "pytest.mark.timing" in p.read_text()]
+    assert {"test_fuzz_gpu.py", "test_probe_gpu.py", "test_cluster_gpu.py"} <= set(marked)
+
+
+def test_without_xdist_the_tests_run_serially_and_the_report_says_why(monkeypatch):
+    monkeypatch.setattr(gpu_check, "have_xdist", lambda: False)
+    workers, line = gpu_check.tests_mode(8)
+    assert workers == 0 and "pytest-xdist is not installed" in line
+    monkeypatch.setattr(gpu_check, "have_xdist", lambda: True)
+    assert gpu_check.tests_mode(8)[0] == 8 and gpu_check.tests_mode(0)[0] == 0
+
+
+def _report(tmp_path, monkeypatch, status_rows, junit: dict, run=None):
+    import datetime
+
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(gpu_check, "environment", lambda: ["- device: fake"])
+    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
+    for name, xml in junit.items():
+        if xml is not None:
+            (tmp_path / f".gpu-check-junit-{name}.xml").write_text(xml)
+    counts, _ = gpu_check.write_report(datetime.datetime(2026, 1, 1), status_rows, [], list(junit),
+                                       tmp_path / "none.jsonl", "", run=run)
+    return counts, (tmp_path / "gpu-check.md").read_text()
+
+
+OK_XML = '<testsuite><testcase classname="t" name="ok"/></testsuite>'
+
+
+def test_header_has_the_wall_time_and_a_green_verdict_only_when_all_is_ok(tmp_path, monkeypatch):
+    run = {"wall_s": 431.25, "budget_s": 540, "done": True, "tests": "8 pytest-xdist workers"}
+    _, report = _report(tmp_path, monkeypatch, [("tests", "ok", "1 s")], {"tests": OK_XML}, run)
+    assert "- wall time: 431.2 s for the whole run (budget 540 s)" in report
+    assert "- result: green: every step ok, failed 0, errors 0" in report and "- tests: 8 pytest-xdist" in report
+    _, report = _report(tmp_path, monkeypatch, [("tests", "ok", "1 s"), ("gemm_claims", "not run (out of time "
+                        "budget)", "")], {"tests": OK_XML}, {**run, "done": False})
+    assert "- result: NOT green" in report and "gemm_claims" in report and "so far" in report
+
+
+def test_a_pytest_step_without_a_junit_file_is_an_error_not_failed_0(tmp_path, monkeypatch):
+    counts, report = _report(tmp_path, monkeypatch, [("tests", "FAILED (exit timeout)", "240 s")], {"tests": None})
+    assert counts["errors"] == 1 and "NOT green" in report and "pytest did not finish" in report
+    counts, report = _report(tmp_path, monkeypatch, [("tests", "FAILED (exit 1)", "9 s")], {"tests": "<testsu"})
+    assert counts["errors"] == 1 and "NOT green" in report
+
+
+def test_unreadable_figure_lines_are_listed_not_fatal(tmp_path):
+    path = tmp_path / "f.jsonl"
+    path.write_text('{"test": "a", "n": 1}\n{"test": "b", tru\n')
+    assert gpu_check.read_figures(path) == ['{"n": 1, "test": "a"}', 'unreadable figure line: {"test": "b", tru']
+
+
+def test_a_step_past_its_timeout_is_ended_with_every_process_it_started(tmp_path):
+    import os
+    import sys
+    import time
+
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; "
+              f"time.sleep(60)']); open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    t0 = time.perf_counter()
+    rc, output = gpu_check.run_step([sys.executable, "-c", script], dict(os.environ), timeout=3)
+    assert rc == "timeout" and "killed after 3 s" in output and time.perf_counter() - t0 < 30
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # the grandchild is gone (reaped by init once its parent died)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"process {pid} outlived the step's timeout")

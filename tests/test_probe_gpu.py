@@ -208,6 +208,7 @@ def _load_case(ch, buf):
     return spec, offset, box_offset
 
 
+@pytest.mark.timing  # records boxes per second
 def test_loads_match_the_oracle_bit_for_bit(pool, probe):
     from drvtma.tma.probe import check_loads
 

@@ -1,4 +1,4 @@
-"""The one-stage ring of issue 11 computes the right sums under every release protocol (racecheck's verdicts on
+"""The one-stage release ring (cu/b08/release_repro.cu) computes the right sums under every release protocol (racecheck's verdicts on
 them are in scripts/sanitize.py and docs/results/sanitizer.md)."""
 
 import pytest

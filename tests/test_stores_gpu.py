@@ -67,10 +67,12 @@ def _fuzz(name: str, total: int, **case_options) -> None:
     assert totals["cases"] >= total, f"ran {totals['cases']} of {total} cases"
 
 
+@pytest.mark.timing  # records the campaign's seconds
 def test_random_stores_match_the_oracle(probe):
     _fuzz("stores_fuzz", FUZZ_CASES // 2, ops=[S.STORE])
 
 
+@pytest.mark.timing  # records the campaign's seconds
 def test_random_reductions_match_the_oracle(probe):
     _fuzz("reductions_fuzz", FUZZ_CASES - FUZZ_CASES // 2, ops=list(S.REDUCE_OPS))
 

@@ -78,6 +78,7 @@ def _layout_tags(group: ProbeGroup, c) -> set[str]:
     return tags
 
 
+@pytest.mark.timing  # records the campaign's seconds
 def test_wgmma_fuzz(probe):
     """>= FUZZ_CASES cases over every type, N from the probe set, SS and RS, K- and MN-major, every swizzle,
     narrow boxes, 1-8 k-steps, scale-d both ways, ~20 % deliberately wrong descriptors: all exact."""

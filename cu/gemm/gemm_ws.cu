@@ -69,7 +69,7 @@ constexpr u32 kSiteConsumer = 1, kSiteProducer = 2;
 #define GEMM_MMA(d, da, db, sc) GEMM_OP(d, da, db, sc)
 #endif
 
-// ---- the mma.sync baseline (GEMM_MMA_SYNC=1, the seed's "traditional mma" claim): the same producer, ring and
+// ---- the mma.sync baseline (GEMM_MMA_SYNC=1, the async tensor-core article's "traditional mma" claim): the same producer, ring and
 // epilogue; each consumer warp computes 64 rows x BN/4 columns from ldmatrix fragments with m16n8k16 (16-bit) or
 // m16n8k32 (fp8) mma.sync. Its accumulators sit in the same per-thread order as wgmma's (see acc_col_block).
 #ifndef GEMM_MMA_SYNC

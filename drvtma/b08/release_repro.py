@@ -1,5 +1,5 @@
 """Runs cu/b08/release_repro.cu, the one-stage ring that shows how compute-sanitizer's racecheck judges a stage
-release (issue 11), and checks its sums against NumPy. The variants are described in the kernel's header."""
+release (racecheck once flagged ws_ring's warp-wide release), and checks its sums against NumPy. The variants are described in the kernel's header."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ ARTICLE_N = 4_194_304
 HBM_N = 1 << 28  # 1 GiB of fp32
 
 
-# The article's own program on this project's H200 (shared/docs/seed-b08-on-h200.md): median ms per launch.
+# B-08's own C++ program (the article's benchmark), compiled and run on this project's H200: median ms per launch.
 REFERENCE_H200_MS = {
     1: (0.035584, 0.041728, 0.047840, 0.034592), 2: (0.038432, 0.045952, 0.050656, 0.038496),
     4: (0.044896, 0.052992, 0.057248, 0.045504), 8: (0.059360, 0.067872, 0.071872, 0.061056),
@@ -72,7 +72,7 @@ def preset(name: str, *, sm_count: int = 132, n: int | None = None) -> SweepConf
     """`article`: the article's own configuration (64 blocks of 256 threads); the rings keep its 64 tiles per block,
     so their speed comes from depth and early release. `hbm`: 1 GiB; the article's modes with 64 tiles per block
     (4096 blocks), the rings as persistent grids over all SMs; the sweep also measures the device-to-device copy
-    rate, the yardstick of issue 5's bandwidth target."""
+    rate, the yardstick of the bandwidth target (the best TMA read at >= 95% of it)."""
     if name == "article":
         # A fill of 8 tiles gives each of the 8 consumer warps one tile; 4 fills = half a block's 256 KiB in flight.
         modes = article_modes() + [
@@ -261,13 +261,13 @@ def reference_text(result: SweepResult, fmt: str = "simple") -> str:
             off += flag
             cells.append(f"{r:.3f}{' *' if flag else ''}")
         body.append(cells)
-    head = ("drvtma ms / ms of the article's program on the H200 (shared/docs/seed-b08-on-h200.md); "
+    head = ("drvtma ms / ms of the article's own program run on the H200; "
             f"* = more than {REFERENCE_TOLERANCE:.0%} apart ({off} such cell(s)):")
     return head + "\n" + tabulate(body, headers=["fma_iters", *ARTICLE_MODES], tablefmt=fmt, disable_numparse=True)
 
 
 def targets_text(result: SweepResult) -> str:
-    """Issue 5's checks on this run: the best ring mode's speedup at the lowest fma_iters (wanted >= 3x), the best
+    """The sweep's targets on this run: the best ring mode's speedup at the lowest fma_iters (wanted >= 3x), the best
     TMA mode's read rate there against the copy rate when it was measured (wanted >= 95%), and the modes more than 5%
     slower than sync at the highest fma_iters (wanted: none)."""
     if len(result.rows) < 2 or "sync" not in result.mode_names:

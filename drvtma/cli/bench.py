@@ -69,7 +69,9 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
 def sweep_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="drvtma sweep",
-        description="Verify and time the B-08 modes over fma_iters; print the article's table (speedup = sync / "
+        description="Verify and time the B-08 modes over fma_iters (B-08: a Chinese blog chapter on Hopper TMA, "
+                    "\"Hopper TMA: from single-thread bulk copy to the throughput wall\", whose program times sync "
+                    "loads, bulk1d, tensor2d and pipe2 on an RTX 5090); print the article's table (speedup = sync / "
                     "mode), optionally write CSV (the article's column names), Markdown and a PNG plot.")
     _add_config_options(p)
     p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,

@@ -1,6 +1,8 @@
 """A TMA-fed, warp-specialized wgmma GEMM (C = alpha * A . B^T, K-major operands) and cuBLAS beside it.
+Its configuration answers the claims of the async tensor-core article, one field per claim:
+"异步Tensor Core解析：从Hopper到Blackwell的GMMA与TMA实战" (a Chinese article on GMMA and TMA from Hopper to Blackwell).
 
-- `config`: `GemmConfig` (one field per claim of the second seed), its named rules (`GemmError`) and the kernel's
+- `config`: `GemmConfig` (one field per claim of the article), its named rules (`GemmError`) and the kernel's
   compile-time defines, descriptors from `drvtma.wgmma.descriptor_for`;
 - `reference`: the NumPy / ml_dtypes result and exactly representable operands;
 - `launch`: `Gemm` (compile, load, bind operands to tensor maps, checked launches, poisoned outputs);

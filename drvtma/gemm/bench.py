@@ -25,7 +25,7 @@ from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
 
-# The issue's shapes, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
+# The target shapes (square 2048-8192, and a wide N), and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
 # 4096^3's 512 leave 16 SMs idle in the last one, so the pair measures what tile quantization costs at 4096^3.
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
           (8192, 4096, 8192), (16, 8192, 8192))
@@ -252,7 +252,7 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
     p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
     p.add_argument("--claims", action="store_true",
-                   help="sweep the seed's claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
+                   help="sweep the async tensor-core article's GEMM claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
     p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
     p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
     p.add_argument("--profile", action="store_true",

@@ -1,4 +1,4 @@
-"""`drvtma bench gemm --claims`: the second seed's claims, each one GemmConfig field swept from the default
+"""`drvtma bench gemm --claims`: the GEMM claims of the async tensor-core article, each one GemmConfig field swept from the default
 (config.CLAIMS), on one shape, every configuration verified against cuBLAS before it is timed.
 
 Operands are made and uploaded once per input type; cuBLAS runs once per type as the reference and is timed once
@@ -193,7 +193,7 @@ class ClaimsResult:
         clocks = (f"SM {self.smi_before.get('sm_mhz', '?')} -> {self.smi_after.get('sm_mhz', '?')} MHz, "
                   f"{self.smi_before.get('power_w', '?')} -> {self.smi_after.get('power_w', '?')} W")
         return "\n".join([
-            f"# The second seed's GEMM claims on the H200 (`{command}`)", "",
+            f"# The async tensor-core article's GEMM claims on the H200 (`{command}`)", "",
             f"- shape {'x'.join(map(str, self.shape))}; every point verified against cuBLAS first; median of "
             f"{self.runs} runs, L2 {'flushed before each' if self.flush_l2 else 'warm'}; {clocks}",
             f"- cuBLAS: {self.cublas}", "- peak: 989.4 TFLOP/s dense 16-bit, 1978.9 fp8 (spec)", "", *rows, ""])

@@ -1,4 +1,4 @@
-"""One GEMM configuration (every claim of the second seed is one field), its named rules, and the compile-time
+"""One GEMM configuration (every claim of the async tensor-core article is one field), its named rules, and the compile-time
 defines of cu/gemm/gemm_ws.cu, descriptors included (from drvtma.wgmma.descriptor_for, never written by hand).
 
 Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, next session):
@@ -169,7 +169,7 @@ class GemmConfig:
             yield GemmError("out_dtype", "out_dtype", self.out_dtype, f"use one of {', '.join(OUT_DTYPES)}")
             return
         if self.mma not in ("wgmma", "mma_sync"):
-            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the seed's traditional-mma "
+            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the article's traditional-mma "
                             "baseline)")
         if self.streamk and (not self.persistent or self.cluster_m != 1):
             yield GemmError("streamk_schedule", "streamk", self.streamk, "use persistent=True and cluster_m=1 with it",
@@ -337,7 +337,7 @@ class GemmConfig:
                 + (", stream-K last wave" if self.streamk else ""))
 
 
-# The second seed's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
+# The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
 # 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` verifies and times each value; a value the
 # kernel cannot take is refused by its rule, and the table shows which.
 CLAIMS: dict[str, tuple[str, tuple, dict]] = {

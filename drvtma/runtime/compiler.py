@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -118,12 +119,17 @@ def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, 
             return hit
     folder = cache_dir() if cache else None
     path = folder / f"{key}.cubin" if folder else None
-    if path is not None and path.is_file():
+    if path is None:
+        cubin = _nvrtc_compile(text, name, opts)
+    elif path.is_file():
         cubin = path.read_bytes()
     else:
-        cubin = _nvrtc_compile(text, name, opts)
-        if path is not None:
-            _write_atomic(path, cubin)
+        with _compile_lock(folder, key):
+            if path.is_file():  # another process compiled it while this one waited
+                cubin = path.read_bytes()
+            else:
+                cubin = _nvrtc_compile(text, name, opts)
+                _write_atomic(path, cubin)
     if cache:
         with _memory_lock:
             _memory_cache[key] = cubin
@@ -133,6 +139,29 @@ def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, 
 def clear_memory_cache() -> None:
     with _memory_lock:
         _memory_cache.clear()
+
+
+@contextlib.contextmanager
+def _compile_lock(folder: Path, key: str):
+    """Held while one process compiles an entry, so processes sharing the cache (pytest-xdist workers) compile each
+    kernel once: the others wait, then read its cubin. One of 256 lock files by the key's first byte. Without
+    fcntl (Windows) or a writable folder, no lock: a kernel may be compiled twice, never read half-written."""
+    fd = None
+    try:
+        import fcntl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / f".lock-{key[:2]}", os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        pass
+    if fd is None:  # outside the except clause: a compile error must not read as raised while handling this one
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released at close, and by the kernel if this process dies
+        yield
+    finally:
+        os.close(fd)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -163,8 +192,8 @@ def _nvrtc_compile(text: bytes, name: str, options: tuple[str, ...]) -> bytes:
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         size = check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
         # NVRTC writes into the buffer: a bytearray, never bytes. `b" " * 1` (an empty log has size 1) is CPython's
-        # shared one-byte object, and writing its NUL corrupted every b" " of the process (issue 11: torch's
-        # import failed after a compile).
+        # shared one-byte object, and writing its NUL corrupted every b" " of the process (torch's import then
+        # failed after a compile).
         log = bytearray(size)
         check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
         log_text = bytes(log).rstrip(b"\0 ").decode(errors="replace")

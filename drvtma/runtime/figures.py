@@ -14,9 +14,19 @@ def record_figure(figure: dict, *, echo: bool = True) -> str:
         print(line)
     path = os.environ.get("DRVTMA_REPORT_JSONL")
     if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
+        append_line(path, line)
     return line
+
+
+def append_line(path, line: str) -> None:
+    """One os.write on an O_APPEND file: lines from concurrent processes (pytest-xdist workers) never interleave."""
+    data = (line + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        while data:  # a regular file takes it whole; a short write (full disk, a signal) sends the rest after
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def write_report(out_dir, stem: str, csv: str, *, title: str = "", text: str = "", markdown: str | None = None):

@@ -1,6 +1,6 @@
 """Encoding: `encode_tiled` (checked) and `encode_unchecked` to the 128-byte `TensorMap` a kernel takes by value.
 
-Host cost is part of the contract (issue 11): a spec seen before costs one dict lookup, the address checks and the
+Host cost is part of the contract (a map per launch must stay cheap): a spec seen before costs one dict lookup, the address checks and the
 driver call; a new geometry adds one pass of `_geometry_holds` (every rule of `rules.validate_all` as a plain
 predicate: it only ever says yes where validate_all finds nothing) and the driver's arguments, built once per
 geometry. Only a spec that fails the predicate goes through validate_all, for the error and its fix.

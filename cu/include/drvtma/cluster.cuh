@@ -1,6 +1,6 @@
 // drvtma device helpers: thread-block clusters (sm_90). Rank and shape, mapa, barrier.cluster, remote mbarrier
 // arrive, cluster-wide barrier initialisation, multicast tensor loads (ranks 1..5) and 1D bulk multicast,
-// distributed shared memory loads and stores. Rules and sources: shared/docs/cluster-global-im2col.md part A.
+// distributed shared memory loads and stores. Rules and sources: the PTX ISA (cp.async.bulk, mapa, barrier.cluster, mbarrier) and the CUDA guide's clusters.
 //
 // The rules the helpers cannot enforce (the probes in cu/cluster/ pin what breaking them does on the H200):
 // - every CTA a multicast writes into must arm its own barrier for the bytes that land in it, issuer or not;
