@@ -95,10 +95,12 @@ def gemm_command(argv: list[str]) -> int:
         for option, given in (("--shapes", shapes), ("--claim-shape", (claim_shape,))):
             if any(v < 1 for s in given for v in s):
                 raise ValueError(f"{option}: wants positive M, N and K, got {given}")
-        try:
-            changes = bench.config_changes(args.set)
-        except ValueError as exc:
-            raise ValueError(exc if "--set" in str(exc) else f"--set: {exc}") from None
+        changes = {}
+        for item in args.set:
+            try:
+                changes.update(bench.config_changes([item]))
+            except ValueError as exc:
+                raise ValueError(exc if "--set" in str(exc) else f"--set {item!r}: {exc}") from None
         given = {"stages": args.stages, "swizzle": args.swizzle}
         cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **changes)
         dtypes = [d for d in args.dtypes.split(",") if d.strip()]

@@ -44,7 +44,7 @@ def _parser() -> Parser:
     p.add_argument("--seed", type=natural, help="campaign seed >= 0 (default: random, printed in the report)")
     p.add_argument("--spec", type=in_file, help="JSON file of your own tensor map (an object of TensorMapSpec "
                    "fields): fuzz coordinates, data and bases for it instead of random maps")
-    p.add_argument("--out", default=DEFAULT_OUT, type=out_dir,
+    p.add_argument("--out", type=out_dir,
                    help=f"folder for reports and reproducers (default {DEFAULT_OUT})")
     p.add_argument("--db", default=None, type=out_dir, help=f"hypothesis example database folder (default "
                    f"{DEFAULT_DB}, or $DRVTMA_FUZZ_DB); known failures replay first")
@@ -93,6 +93,11 @@ def fuzz_command(argv: list[str]) -> int:
     if args.fake_device and not getattr(target, "fake_device", True):
         parser.error(f"--fake-device: the {target.name} target has none (it needs a Hopper GPU); run it without "
                      "--fake-device")
+    if args.out is None:
+        try:
+            args.out = out_dir(DEFAULT_OUT)
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"--out: {exc}")
     spec = _load_spec(args.spec, parser)
     try:
         options = target.configure(spec)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import DrvtmaError, NoGpuError, NvrtcError
-from .parser import Parser, usage_error
+from .parser import USAGE, Parser, usage_error
 
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     module, func, _ = COMMANDS[name]
     try:
         return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    except SystemExit as exc:  # a parser's usage error (already printed) or --help: main returns, as it does
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else USAGE
     except NoGpuError as exc:
         print(f"drvtma {name}: needs an NVIDIA Hopper GPU, and none is usable here ({exc}).", file=sys.stderr)
         return 3

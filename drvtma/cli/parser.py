@@ -93,7 +93,10 @@ def int_list(low: int):
             f"comma-separated whole numbers >= {low} such as {low},{low + 1}")
 
     def parse(text: str) -> tuple[int, ...]:
-        values = tuple(_int(p, what) for p in text.split(",") if p.strip())
+        try:
+            values = tuple(_int(p, what) for p in text.split(",") if p.strip())
+        except argparse.ArgumentTypeError:
+            values = ()
         if not values or min(values) < low:
             _fail(what, text)
         return values
@@ -131,7 +134,10 @@ def out_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
-    out_dir(str(path.parent) if str(path.parent) else ".")
+    base = _first_existing(path.parent)
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {text!r} ({base} is not a writable folder); give a file in "
+                                         "a writable folder")
     return text
 
 
