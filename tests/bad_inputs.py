@@ -29,6 +29,16 @@ FILES: dict[str, str] = {
     "list_json": "[1, 2, 3]",
     "number_json": "42",
     "empty_file": "",
+    "spec_json": '{"dtype": "float32", "shape": [64, 64], "box": [16, 16]}',
+    "spec_no_box_json": '{"dtype": "float32", "shape": [64, 64]}',
+    "spec_broken_json": '{"dtype": "float32", "shape": [64, 64], "box": [16, 300]}',
+    "syntax_cu": 'extern "C" __global__ void broken(int *p) { int x = ; p[0] = x }\n',
+    "not_repro_json": '{"hello": "world"}',
+    "repro_partial_json": '{"drvtma_reproducer": 1, "target": "loads"}',
+    "repro_unknown_target_json": '{"drvtma_reproducer": 1, "target": "nonesuch", "options": {}, "case": {}, '
+                                 '"describe": "", "campaign": {"seed": 1}, "result": {"first_differences": []}}',
+    "repro_bad_case_json": '{"drvtma_reproducer": 1, "target": "loads", "options": {}, "case": {"x": 1}, '
+                           '"describe": "", "campaign": {"seed": 1}, "result": {"first_differences": []}}',
 }
 
 

@@ -132,9 +132,10 @@ def test_decode_command_prints_json_that_reads_back(corpus, capsys):
     assert D.same_map(TensorMapSpec.from_dict(out["spec"]), spec)
     f32 = D.encode_bytes(TensorMapSpec.create("float32", (64, 64), (16, 32), base_address=1 << 20))
     bad = D.put(int.from_bytes(f32, "little"), D.BOX_DIM[0], 2).to_bytes(128, "little")  # 3 floats: 12 B rows
-    assert main(["decode", bad.hex()]) == 0
-    text = capsys.readouterr().out
-    assert "box_inner_bytes" in text and "derived words differ" in text
+    assert main(["decode", bad.hex()]) == 1  # it lists a broken rule: exits as `drvtma check` does
+    out, err = capsys.readouterr()
+    assert "box_inner_bytes" in out and "derived words differ" in out
+    assert err.strip() == "drvtma decode: 1 rule(s) broken: box_inner_bytes"
 
 
 # ---------------------------------------------------------------------------------------------- replace model

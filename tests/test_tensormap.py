@@ -347,8 +347,10 @@ def test_check_command_reports_rules_and_exit_codes(capsys):
     assert "stride_alignment" in out and "1008 B = 252 float32" in out and "globalDim [250, 4]" in out
     assert check_command(["--json", '{"dtype": "bf16", "shape": [64, 64], "box": [16, 64], "swizzle": "128B"}']) == 0
     assert "valid" in capsys.readouterr().out
-    assert check_command(["--dtype", "nope", "--shape", "4", "--box", "16"]) == 2
-    capsys.readouterr()
+    from drvtma.cli.main import main
+
+    assert main(["check", "--dtype", "nope", "--shape", "4", "--box", "16"]) == 2  # a usage error: one line
+    assert capsys.readouterr().err.count("\n") == 1
     # a stride flag replaces the JSON's strides in the other unit, whichever way round
     json_elems = '{"dtype": "f32", "shape": [4, 256], "box": [2, 32], "strides": [256, 1]}'
     assert check_command(["--json", json_elems, "--strides-bytes", "1000,4"]) == 1

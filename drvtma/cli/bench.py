@@ -8,36 +8,54 @@ import importlib
 import sys
 from dataclasses import replace
 
+from ..errors import DrvtmaError
 from ..runtime.figures import write_report
-from ..b08.modes import ALL_MODES, ModeConfig
+from ..b08.modes import ALL_MODES, MAX_N, TILE_ELEMS, ModeConfig, check_problem_size
 from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
 from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
                          targets_text, write_outputs)
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return values
+from .parser import Parser, count, count_list, natural, natural_list, out_dir, out_file, usage_error
 
 
 def _mode_list(text: str) -> tuple[str, ...]:
     modes = tuple(m.strip() for m in text.split(",") if m.strip())
     unknown = [m for m in modes if m not in ALL_MODES]
     if unknown or not modes:
-        raise argparse.ArgumentTypeError(f"unknown mode(s) {unknown}; modes: {', '.join(ALL_MODES)}")
+        raise argparse.ArgumentTypeError(f"wants modes from {', '.join(ALL_MODES)}, got {text!r}")
     return modes
 
 
 def _split_list(text: str) -> tuple[str, ...]:
     splits = tuple(s.strip() for s in text.split(",") if s.strip())
     if not splits or any(s not in ("thread", "warp") for s in splits):
-        raise argparse.ArgumentTypeError(f"splits are 'thread' and 'warp', got {text!r}")
+        raise argparse.ArgumentTypeError(f"wants thread, warp or thread,warp, got {text!r}")
     return splits
+
+
+def _elements(text: str) -> int:
+    n = count(text)
+    try:
+        check_problem_size(n)
+    except DrvtmaError as exc:
+        raise argparse.ArgumentTypeError(f"wants a positive multiple of {TILE_ELEMS} (4 KiB fp32 tiles) up to "
+                                         f"{MAX_N}, got {text!r} ({exc})") from None
+    return n
+
+
+def _roof_bytes(text: str) -> int:
+    nbytes = count(text)
+    if nbytes < 4 * TILE_ELEMS or nbytes // 4 > MAX_N:
+        raise argparse.ArgumentTypeError(f"wants {4 * TILE_ELEMS} .. {4 * MAX_N} bytes (at least one 4 KiB tile), "
+                                         f"got {text!r}")
+    return nbytes
+
+
+def _checked_config(p: Parser, args) -> None:
+    """Build the configuration once for a typical device, so a bad combination is a usage error before the GPU."""
+    try:
+        config_from_args(args)
+    except (DrvtmaError, ValueError) as exc:
+        p.error(str(exc))
 
 
 def _add_config_options(p: argparse.ArgumentParser) -> None:
@@ -45,29 +63,29 @@ def _add_config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=("article", "hbm"), default="article",
                    help="article: n=4,194,304, 64 tiles/block, 256 threads, fma 1..256, 7 runs, 2 warm-ups; "
                         "hbm: 1 GiB over all SMs (default: article)")
-    p.add_argument("--n", type=int, help="fp32 elements (a multiple of 1024)")
-    p.add_argument("--tiles-per-block", type=int, help="tiles per block of the article's modes")
-    p.add_argument("--threads", type=int, help="(consumer) threads per block of every mode")
-    p.add_argument("--fma", type=_int_list,
+    p.add_argument("--n", type=_elements, help="fp32 elements (a multiple of 1024)")
+    p.add_argument("--tiles-per-block", type=count, help="tiles per block of the article's modes")
+    p.add_argument("--threads", type=count, help="(consumer) threads per block of every mode: a multiple of 32")
+    p.add_argument("--fma", type=natural_list,
                    help=f"comma-separated fma_iters (default {','.join(map(str, ARTICLE_FMA))})")
-    p.add_argument("--runs", type=int, help="timed launches per point")
-    p.add_argument("--warmups", type=int, help="untimed launches before them")
-    p.add_argument("--hold-us", type=int,
+    p.add_argument("--runs", type=count, help="timed launches per point")
+    p.add_argument("--warmups", type=natural, help="untimed launches before them")
+    p.add_argument("--hold-us", type=natural,
                    help="stream hold before each timed launch, so only GPU time is measured (default 100; 0 times as "
                         "the article does, the host's issue time included)")
     p.add_argument("--modes", type=_mode_list, help=f"comma-separated subset of {','.join(ALL_MODES)}")
-    p.add_argument("--stages", type=int, help="ring depth of pipeN and ws")
-    p.add_argument("--tiles-per-stage", type=int, help="4 KiB tiles per ring stage of pipeN and ws")
-    p.add_argument("--ring-tiles-per-block", type=int, help="tiles per block of pipeN and ws")
-    p.add_argument("--ring-threads", type=int, help="consumer threads per block of pipeN and ws (after --threads)")
+    p.add_argument("--stages", type=count, help="ring depth of pipeN and ws")
+    p.add_argument("--tiles-per-stage", type=count, help="4 KiB tiles per ring stage of pipeN and ws")
+    p.add_argument("--ring-tiles-per-block", type=count, help="tiles per block of pipeN and ws")
+    p.add_argument("--ring-threads", type=count, help="consumer threads per block of pipeN and ws (after --threads)")
     p.add_argument("--split", choices=("thread", "warp"),
                    help="pipeN and ws: every thread takes elements of every tile, or a warp owns whole tiles")
-    p.add_argument("--seed", type=int, help="input seed")
+    p.add_argument("--seed", type=natural, help="input seed")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
-def sweep_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def sweep_parser() -> Parser:
+    p = Parser(
         prog="drvtma sweep",
         description="Verify and time the B-08 modes over fma_iters (B-08: a Chinese blog chapter on Hopper TMA, "
                     "\"Hopper TMA: from single-thread bulk copy to the throughput wall\", whose program times sync "
@@ -77,19 +95,19 @@ def sweep_parser() -> argparse.ArgumentParser:
     p.add_argument("--flush-l2", action=argparse.BooleanOptionalAction, default=None,
                    help="write a buffer of twice the L2 size before each timed launch")
     p.add_argument("--no-verify", action="store_true", help="skip the checked launch (timing only)")
-    p.add_argument("--out", help="directory for sweep.csv, sweep.md (and sweep.png with matplotlib)")
-    p.add_argument("--csv", help="also write the CSV to this file")
+    p.add_argument("--out", type=out_dir, help="directory for sweep.csv, sweep.md (and sweep.png with matplotlib)")
+    p.add_argument("--csv", type=out_file, help="also write the CSV to this file")
     return p
 
 
-def floors_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def floors_parser() -> Parser:
+    p = Parser(
         prog="drvtma bench floors",
         description="For each ring mode of a sweep configuration: the launch floor, the copies alone, the compute "
                     "alone, the full ring and sync, so the slower half shows what bounds the ring and how much any "
                     "ring of that shape can gain over sync. Takes the sweep's options; fma_iters default 1,256.")
     _add_config_options(p)
-    p.add_argument("--out", help="directory for floors.csv and floors.md")
+    p.add_argument("--out", type=out_dir, help="directory for floors.csv and floors.md")
     return p
 
 
@@ -130,7 +148,9 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
 
 
 def sweep_command(argv: list[str]) -> int:
-    args = sweep_parser().parse_args(argv)
+    parser = sweep_parser()
+    args = parser.parse_args(argv)
+    _checked_config(parser, args)
     from ..runtime.driver import device_properties
 
     cfg = config_from_args(args, sm_count=device_properties().sm_count)
@@ -148,31 +168,40 @@ def sweep_command(argv: list[str]) -> int:
     return 0
 
 
-def roof_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def roof_parser() -> Parser:
+    p = Parser(
         prog="drvtma bench roof",
         description="Device-to-device copy rate (read + written bytes), a plain vectorized read kernel and the TMA "
                     "read modes at several stage sizes, stage counts and blocks per SM, as fractions of the copy "
                     "rate; every TMA run verified.")
-    p.add_argument("--bytes", type=int, default=1 << 30, help="bytes read per launch (default 1 GiB)")
-    p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--warmups", type=int, default=2)
-    p.add_argument("--threads", type=int, default=256, help="consumer threads per block of the TMA modes")
-    p.add_argument("--stages", type=_int_list, default=ROOF_STAGES)
-    p.add_argument("--tiles-per-stage", type=_int_list, default=ROOF_TILES_PER_STAGE)
-    p.add_argument("--blocks-per-sm", type=_int_list, default=ROOF_BLOCKS_PER_SM)
+    p.add_argument("--bytes", type=_roof_bytes, default=1 << 30, help="bytes read per launch (default 1 GiB)")
+    p.add_argument("--runs", type=count, default=5)
+    p.add_argument("--warmups", type=natural, default=2)
+    p.add_argument("--threads", type=count, default=256, help="consumer threads per block of the TMA modes")
+    p.add_argument("--stages", type=count_list, default=ROOF_STAGES)
+    p.add_argument("--tiles-per-stage", type=count_list, default=ROOF_TILES_PER_STAGE)
+    p.add_argument("--blocks-per-sm", type=count_list, default=ROOF_BLOCKS_PER_SM)
     p.add_argument("--split", type=_split_list, default=ROOF_SPLITS,
                    help="pipeN and ws: comma-separated splits to try: thread (every thread takes elements of every "
                         "tile), warp (a warp owns whole tiles); default both")
     p.add_argument("--no-article-modes", action="store_true", help="skip bulk1d, tensor2d and pipe2")
-    p.add_argument("--out", help="directory for roof.csv and roof.md")
+    p.add_argument("--out", type=out_dir, help="directory for roof.csv and roof.md")
     p.add_argument("--quiet", action="store_true")
     return p
 
 
 def roof_command(argv: list[str]) -> int:
-    args = roof_parser().parse_args(argv)
-    from ..b08.roof import run_roof
+    parser = roof_parser()
+    args = parser.parse_args(argv)
+    from ..b08.roof import ring_configs, run_roof
+
+    try:  # the configurations for a typical device, so a bad thread count is a usage error before the GPU
+        for m in ("bulk1d", "tensor2d", "pipe2"):
+            ModeConfig(m, threads=args.threads, tiles_per_block=64)
+        ring_configs(args.bytes // 4 // TILE_ELEMS, 132, threads=args.threads, stages=args.stages,
+                     tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm, splits=args.split)
+    except (DrvtmaError, ValueError) as exc:
+        parser.error(f"--threads/--stages/--tiles-per-stage: {exc}")
 
     result = run_roof(nbytes=args.bytes, runs=args.runs, warmups=args.warmups, threads=args.threads,
                       stages=args.stages, tiles_per_stage=args.tiles_per_stage, blocks_per_sm=args.blocks_per_sm,
@@ -185,12 +214,14 @@ def roof_command(argv: list[str]) -> int:
 
 
 def floors_command(argv: list[str]) -> int:
-    args = floors_parser().parse_args(argv)
+    parser = floors_parser()
+    args = parser.parse_args(argv)
     from ..runtime.driver import device_properties
     from ..b08.floors import run_floors
 
     if args.fma is None:
         args.fma = (1, 256)
+    _checked_config(parser, args)
     cfg = config_from_args(args, sm_count=device_properties().sm_count)
     result = run_floors(cfg, progress=None if args.quiet else sys.stderr)
     print(result.text())
@@ -207,23 +238,24 @@ BENCHMARKS = {
     "roof": ("drvtma.cli.bench", "roof_command", "the TMA read modes against the device-to-device copy rate"),
     "floors": ("drvtma.cli.bench", "floors_command",
                "what bounds each ring mode: its copies alone, its compute alone, the launch"),
-    "multicast": ("drvtma.cluster.bench", "multicast_command",
+    "multicast": ("drvtma.cli.benches", "multicast_command",
                   "k CTAs of a cluster reading the same tiles: one multicast vs each its own copy"),
-    "descriptors": ("drvtma.tma.descriptor_bench", "descriptors_command",
+    "descriptors": ("drvtma.cli.benches", "descriptors_command",
                     "a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse"),
-    "gemm": ("drvtma.gemm.bench", "gemm_command",
+    "gemm": ("drvtma.cli.benches", "gemm_command",
              "the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape"),
 }
 
 
 def bench_command(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        return usage_error("drvtma bench", f"a benchmark is needed: {', '.join(BENCHMARKS)}")
+    if argv[0] in ("-h", "--help"):
         print(f"usage: drvtma bench {{{','.join(BENCHMARKS)}}} [options]   (drvtma bench NAME --help)")
         for name, (_, _, help_) in BENCHMARKS.items():
             print(f"  {name:<12} {help_}")
-        return 0 if argv else 2
+        return 0
     if argv[0] not in BENCHMARKS:
-        print(f"drvtma bench: unknown benchmark {argv[0]!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)
-        return 2
+        return usage_error("drvtma bench", f"unknown benchmark {argv[0]!r}; benchmarks: {', '.join(BENCHMARKS)}")
     module, func, _ = BENCHMARKS[argv[0]]
     return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)

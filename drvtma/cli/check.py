@@ -5,49 +5,129 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
-from ..errors import CudaError
-from ..tma.spec import TensorMapSpec
+from ..errors import CudaError, DrvtmaError
+from ..tma.dtypes import ALL_DTYPES, tma_dtype
+from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from ..tma.encode import encode_tiled
 from ..tma.rules import validate_all
+from .parser import Parser, address
+
+
+# The values each option accepts (any case; the spec also takes the enums' own names, e.g. B128).
+SWIZZLES = ("none", "32B", "64B", "128B")
+INTERLEAVES = ("none", "16B", "32B")
+L2_PROMOTIONS = ("none", "64B", "128B", "256B")
+FILLS = ("zero", "nan")
+EXAMPLES = """accepted values:
+  --dtype         {dtypes}
+                  (and aliases: f16, bf16, f32, f64, tf32, fp8, u8, u16, u32, u64, i32, i64, ...)
+  --swizzle       {swizzles}
+  --interleave    {interleaves}
+  --l2-promotion  {l2}
+  --oob-fill      {fills} (nan: floating-point types only)
+  --shape, --box, --strides, --strides-bytes, --element-strides: integers, comma- or x-separated, NumPy order
+  --address       a device address, decimal or 0x hex, >= 0
+
+examples:
+  drvtma check --dtype f32 --shape 4,250 --box 2,32 --strides-bytes 1000,4
+  drvtma check --dtype bf16 --shape 1024x1024 --box 64x64 --swizzle 128B --address 0x7f0000000000
+  drvtma check --json '{{"dtype": "float16", "shape": [64, 64], "box": [64, 64], "swizzle": "128B"}}'
+  drvtma check --json spec.json --print-json
+  drvtma check --dtype u8 --shape 256 --box 128 --encode        (encodes it on a GPU)
+
+exit status: 0 valid, 1 rules broken (listed) or the driver refused it, 2 usage, 3 --encode without a usable GPU"""
 
 
 def _ints(text: str) -> list[int]:
-    return [int(v, 0) for v in text.replace("x", ",").split(",") if v.strip()]
+    try:
+        values = [int(v.strip().replace("_", ""), 0) for v in text.replace("x", ",").split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise argparse.ArgumentTypeError(f"wants integers separated by commas or x (e.g. 4,250), got {text!r}")
+    return values
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _choice(enum, accepted: tuple[str, ...]):
+    """A type: one of `accepted` (any case) or the enum's own member names."""
+    def parse(text: str) -> str:
+        try:
+            _enum_value(text, enum, "value")
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"wants one of {', '.join(accepted)}, got {text!r}") from None
+        return text
+    parse.__name__ = enum.__name__
+    return parse
+
+
+def _dtype(text: str) -> str:
+    try:
+        tma_dtype(text)
+    except (DrvtmaError, ValueError, TypeError):
+        raise argparse.ArgumentTypeError(f"wants a tensor-map type ({', '.join(d.name for d in ALL_DTYPES)} or "
+                                         f"an alias such as f32, bf16), got {text!r}") from None
+    return text
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, 96, subsequent_indent=" " * 18)
+
+
+def _parser() -> Parser:
+    p = Parser(
         prog="drvtma check", description="Describe, validate and (on a GPU) encode a tiled tensor map. Axes are "
-        "in NumPy order (outermost first), e.g. `drvtma check --dtype f32 --shape 4,250 --box 2,32 "
-        "--strides-bytes 1000,4`.")
-    p.add_argument("--json", help="the spec as JSON text, a file name, or - for stdin (fields as TensorMapSpec)")
-    p.add_argument("--dtype")
-    p.add_argument("--shape", type=_ints)
-    p.add_argument("--box", type=_ints)
+        "in NumPy order (outermost first); needs no GPU unless --encode.",
+        epilog=EXAMPLES.format(dtypes=_wrap(", ".join(d.name for d in ALL_DTYPES)),
+                               swizzles=", ".join(SWIZZLES), interleaves=", ".join(INTERLEAVES),
+                               l2=", ".join(L2_PROMOTIONS), fills=", ".join(FILLS)))
+    p.add_argument("--json", help="the spec as JSON text (an object of TensorMapSpec fields), a file holding it, "
+                   "or - for stdin; the flags below override its fields")
+    p.add_argument("--dtype", type=_dtype, help="element type (see below)")
+    p.add_argument("--shape", type=_ints, help="elements per axis, e.g. 4,250")
+    p.add_argument("--box", type=_ints, help="box (elements per load) per axis, e.g. 2,32")
     p.add_argument("--strides", type=_ints, help="strides in elements")
     p.add_argument("--strides-bytes", type=_ints, help="strides in bytes")
-    p.add_argument("--element-strides", type=_ints)
-    p.add_argument("--interleave")
-    p.add_argument("--swizzle")
-    p.add_argument("--l2-promotion")
-    p.add_argument("--oob-fill", help="zero or nan")
-    p.add_argument("--address", type=lambda t: int(t, 0), help="global address to check alignment against")
-    p.add_argument("--allow-overlap", action="store_true")
-    p.add_argument("--allow-undocumented", action="store_true")
+    p.add_argument("--element-strides", type=_ints, help="traversal strides (1 = every element)")
+    p.add_argument("--interleave", type=_choice(Interleave, INTERLEAVES), help=", ".join(INTERLEAVES))
+    p.add_argument("--swizzle", type=_choice(Swizzle, SWIZZLES), help=", ".join(SWIZZLES))
+    p.add_argument("--l2-promotion", type=_choice(L2Promotion, L2_PROMOTIONS), help=", ".join(L2_PROMOTIONS))
+    p.add_argument("--oob-fill", type=_choice(OobFill, FILLS), help=", ".join(FILLS))
+    p.add_argument("--address", type=address, help="global address to check alignment against (>= 0)")
+    p.add_argument("--allow-overlap", action="store_true", help="accept stride 0 and overlapping strides")
+    p.add_argument("--allow-undocumented", action="store_true", help="accept INTERLEAVE_32B with another swizzle")
     p.add_argument("--encode", action="store_true", help="also encode it on the GPU (a scratch buffer is "
                    "allocated when no --address is given)")
     p.add_argument("--print-json", action="store_true", help="print the normalised spec as JSON")
     return p
 
 
+def _json_fields(text: str) -> dict:
+    """--json's object, from stdin, a file or the text itself; ValueError names what is wrong."""
+    if text == "-":
+        where, text = "stdin", sys.stdin.read()
+    elif Path(text).is_file():
+        where, text = repr(text), Path(text).read_text()
+    elif text.lstrip()[:1] in ("{", "[", '"') or text.strip() in ("true", "false", "null") or \
+            text.strip().lstrip("-").replace(".", "", 1).isdigit():
+        where = "the JSON text"
+    else:
+        raise ValueError(f"--json: {text!r} is neither a file nor JSON text; give a file or an object such as "
+                         '\'{"dtype": "f32", "shape": [4, 250], "box": [2, 32]}\'')
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--json: {where} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"--json: {where} holds a JSON {type(value).__name__}; give an object of TensorMapSpec "
+                         "fields such as {\"dtype\": \"f32\", \"shape\": [4, 250], \"box\": [2, 32]}")
+    return value
+
+
 def _spec_from_args(args) -> TensorMapSpec:
-    fields: dict = {}
-    if args.json:
-        text = sys.stdin.read() if args.json == "-" else (
-            Path(args.json).read_text() if not args.json.lstrip().startswith("{") else args.json)
-        fields.update(json.loads(text))
+    fields: dict = _json_fields(args.json) if args.json else {}
     flags = {"dtype": args.dtype, "shape": args.shape, "box": args.box, "strides": args.strides,
              "strides_bytes": args.strides_bytes, "element_strides": args.element_strides,
              "interleave": args.interleave, "swizzle": args.swizzle, "l2_promotion": args.l2_promotion,
@@ -58,6 +138,17 @@ def _spec_from_args(args) -> TensorMapSpec:
         if name in given:
             fields.pop(other, None)
     fields.update(given)
+    for key in ("dtype", "shape", "box"):
+        if fields.get(key) is None:
+            raise ValueError(f"{key}: the spec needs one; give --{key} (or {key!r} in --json)")
+    base = fields.get("base_address")
+    if isinstance(base, str):  # JSON carries addresses as hex text
+        try:
+            fields["base_address"] = address(base)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"base_address: {exc}") from None
+    elif base is not None and (isinstance(base, bool) or not isinstance(base, int) or base < 0):
+        raise ValueError(f"base_address: wants an address >= 0 (an integer or hex text), got {base!r}")
     if args.allow_overlap:
         fields["allow_overlap"] = True
     if args.allow_undocumented:
@@ -71,9 +162,8 @@ def check_command(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         spec = _spec_from_args(args)
-    except (ValueError, TypeError, OSError) as exc:
-        print(f"drvtma check: {exc}", file=sys.stderr)
-        return 2
+    except (DrvtmaError, ValueError, TypeError, OSError) as exc:  # not a spec at all: a usage error
+        parser.error(str(exc))
     print(spec.describe())
     if args.print_json:
         print(json.dumps(spec.to_dict()))
@@ -82,6 +172,7 @@ def check_command(argv: list[str]) -> int:
         print(f"\n{len(errors)} rule(s) broken:")
         for e in errors:
             print(f"  - {e}")
+        print(f"drvtma check: {len(errors)} rule(s) broken: {', '.join(e.rule for e in errors)}", file=sys.stderr)
         return 1
     print("\nvalid: every rule holds" + ("" if spec.base_address is not None else " (no address given to check)"))
     if not args.encode:

@@ -7,54 +7,78 @@ import secrets
 import sys
 from pathlib import Path
 
+from ..errors import DrvtmaError
+
 from ..fuzz import report
 from ..fuzz.campaign import bound_by, run_campaign
 from ..fuzz.shard import parse_devices, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, open_database
 from ..fuzz.targets import get_target, target_names
 from ..runtime.figures import record_figure
+from .parser import Parser, count, in_file, json_object, natural, out_dir, seconds
 
 DEFAULT_OUT = "drvtma-fuzz"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _devices(text: str) -> str:
+    """'all' or device numbers such as 0,1 (checked here; which exist is the driver's to say)."""
+    parts = [v.strip() for v in text.split(",")]
+    if text.strip() != "all" and not (parts and all(v.isdigit() for v in parts)):
+        raise argparse.ArgumentTypeError(f"wants 'all' or device numbers such as 0,1, got {text!r}")
+    return text
+
+
+def _parser() -> Parser:
+    p = Parser(
         prog="drvtma fuzz", description="Fuzz a TMA operation against its oracle: a summary table by dtype, rank, "
         "swizzle and fill, a Markdown and a JSON report, and a shrunk JSON reproducer per mismatch "
-        "(`drvtma repro FILE` replays one).")
+        "(`drvtma repro FILE` replays one). Exit status 1 when a mismatch is found.",
+        epilog="examples:\n  drvtma fuzz list\n  drvtma fuzz loads --examples 2000 --seed 1\n"
+               "  drvtma fuzz encode --seconds 30 --spec my_map.json --out reports\n"
+               "  drvtma fuzz loads --fake-device --examples 100   (no GPU: tests the machinery only)")
     p.add_argument("target", help=f"what to fuzz: {', '.join(target_names())} (or 'list')")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=int, help="cases to check in all (default 1000 when no --seconds)")
-    budget.add_argument("--seconds", type=float, help="check for this long (each shard)")
-    p.add_argument("--seed", type=int, help="campaign seed (default: random, printed in the report)")
-    p.add_argument("--spec", help="JSON file of your own tensor map (TensorMapSpec fields): fuzz coordinates, "
-                   "data and bases for it instead of random maps")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"folder for reports and reproducers (default {DEFAULT_OUT})")
-    p.add_argument("--db", default=None, help=f"hypothesis example database (default {DEFAULT_DB}, "
-                   "or $DRVTMA_FUZZ_DB); known failures replay first")
+    budget.add_argument("--examples", type=count, help="cases to check in all, >= 1 (default 1000 when no "
+                        "--seconds)")
+    budget.add_argument("--seconds", type=seconds, help="check for this long, > 0 (each shard)")
+    p.add_argument("--seed", type=natural, help="campaign seed >= 0 (default: random, printed in the report)")
+    p.add_argument("--spec", type=in_file, help="JSON file of your own tensor map (an object of TensorMapSpec "
+                   "fields): fuzz coordinates, data and bases for it instead of random maps")
+    p.add_argument("--out", type=out_dir,
+                   help=f"folder for reports and reproducers (default {DEFAULT_OUT})")
+    p.add_argument("--db", default=None, type=out_dir, help=f"hypothesis example database folder (default "
+                   f"{DEFAULT_DB}, or $DRVTMA_FUZZ_DB); known failures replay first")
     p.add_argument("--no-db", action="store_true", help="use no example database")
-    p.add_argument("--devices", help="shard over GPUs: 'all' or device numbers such as 0,1 (one process each; "
-                   "a number twice runs two shards on that device)")
+    p.add_argument("--devices", type=_devices, help="shard over GPUs: 'all' or device numbers such as 0,1 (one "
+                   "process each; a number twice runs two shards on that device)")
     p.add_argument("--no-shrink", action="store_true", help="write reproducers of the failing cases as found")
-    p.add_argument("--max-shrinks", type=int, default=5, help="failures to shrink (the rest are written as found)")
-    p.add_argument("--shrink-seconds", type=float, default=60.0, help="time allowed to shrink one failure")
+    p.add_argument("--max-shrinks", type=natural, default=5, help="failures to shrink, >= 0 (the rest are "
+                   "written as found)")
+    p.add_argument("--shrink-seconds", type=seconds, default=60.0, help="time allowed to shrink one failure (> 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--fake-device", action="store_true", help="the oracle stands in for the GPU (tests the "
                    "campaign machinery without one; finds no hardware bugs)")
     return p
 
 
-def _load_spec(path: str | None):
-    if not path:
+def _load_spec(path, parser: Parser):
+    """--spec's TensorMapSpec; a usage error names the file and what is wrong with it."""
+    if path is None:
         return None
     from ..tma.spec import TensorMapSpec
 
-    return TensorMapSpec.from_json(Path(path).read_text())
-
+    what = 'an object of TensorMapSpec fields such as {"dtype": "f32", "shape": [64, 64], "box": [16, 16]}'
+    try:
+        return TensorMapSpec.from_dict(json_object(path, what))
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"--spec: {exc}")
+    except (DrvtmaError, ValueError, TypeError) as exc:
+        parser.error(f"--spec: {path} is not a tensor-map spec: {exc}")
 
 
 def fuzz_command(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.target == "list":
         for name in target_names():
             try:
@@ -65,9 +89,22 @@ def fuzz_command(argv: list[str]) -> int:
     try:
         target = get_target(args.target)
     except KeyError as exc:
-        print(f"drvtma fuzz: {exc.args[0]}", file=sys.stderr)
-        return 2
-    options = target.configure(_load_spec(args.spec))
+        parser.error(f"target: {exc.args[0]}")
+    if args.fake_device and not getattr(target, "fake_device", True):
+        parser.error(f"--fake-device: the {target.name} target has none (it needs a Hopper GPU); run it without "
+                     "--fake-device")
+    if args.out is None:
+        try:
+            args.out = out_dir(DEFAULT_OUT)
+        except argparse.ArgumentTypeError as exc:
+            parser.error(f"--out: {exc}")
+    spec = _load_spec(args.spec, parser)
+    try:
+        options = target.configure(spec)
+    except DrvtmaError:  # a rule the spec breaks: exit 1, the rule named
+        raise
+    except ValueError as exc:  # a spec this target cannot take
+        parser.error(f"--spec: {exc}")
     seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
     db_path = None if args.no_db else (args.db or str(DEFAULT_DB))
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
@@ -96,15 +133,46 @@ def fuzz_command(argv: list[str]) -> int:
     return 1 if result.mismatches or result.known_failures else 0
 
 
+# what every reproducer holds (report.reproducer writes them)
+REPRODUCER_KEYS = ("target", "options", "case", "describe", "campaign", "result")
+
+
+def _read_reproducer(path, parser: Parser) -> dict:
+    """The reproducer in `path`, its target and case loaded once (so a broken file fails here, not mid-replay)."""
+    what = f"a reproducer written by `drvtma fuzz` (format {report.REPRODUCER_FORMAT})"
+    try:
+        recorded = json_object(path, what)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(f"file: {exc}")
+    missing = [k for k in REPRODUCER_KEYS if k not in recorded]
+    if not (isinstance(recorded.get("campaign"), dict) and isinstance(recorded.get("result"), dict)
+            and isinstance(recorded["result"].get("first_differences"), list)):
+        missing.append("campaign/result objects")
+    if recorded.get("drvtma_reproducer") != report.REPRODUCER_FORMAT or missing:
+        parser.error(f"file: {str(path)!r} is not {what}" + (f" (it lacks {', '.join(missing)})" if missing else ""))
+    try:
+        target = get_target(recorded["target"])
+    except (KeyError, TypeError) as exc:
+        parser.error(f"file: {str(path)!r} names an unknown fuzz target ({exc})")
+    try:
+        target.case_from_json(recorded["case"], recorded["options"])
+    except (DrvtmaError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        parser.error(f"file: {str(path)!r}: its case does not load into target {target.name} ({exc!r})")
+    return recorded
+
+
 def repro_command(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="drvtma repro", description="Replay a reproducer written by `drvtma fuzz` "
-                                "and print the diff. Exit 1 while the case still fails, 0 once it passes.")
-    p.add_argument("file")
+    p = Parser(prog="drvtma repro", description="Replay a reproducer written by `drvtma fuzz` "
+               "and print the diff. Exit 1 while the case still fails, 0 once it passes.")
+    p.add_argument("file", type=in_file, help="a reproducer JSON written by `drvtma fuzz`")
     p.add_argument("--fake-device", action="store_true", help="the oracle stands in for the GPU")
     args = p.parse_args(argv)
-    recorded = report.read_reproducer(args.file)
+    recorded = _read_reproducer(args.file, p)
+    if args.fake_device and not getattr(get_target(recorded["target"]), "fake_device", True):
+        p.error(f"--fake-device: the {recorded['target']} target has none (it needs a Hopper GPU); run it without "
+                "--fake-device")
     print(f"drvtma repro: target {recorded['target']}, "
-          f"{'shrunk' if recorded.get('shrunk') else 'as found'} case from seed {recorded['campaign']['seed']}")
+          f"{'shrunk' if recorded.get('shrunk') else 'as found'} case from seed {recorded['campaign'].get('seed')}")
     print(recorded["describe"])
     outcome = report.replay(recorded, fake=args.fake_device)
     print()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 
-from ..errors import DrvtmaError, NoGpuError
+from ..errors import DrvtmaError, NoGpuError, NvrtcError
+from .parser import USAGE, Parser, usage_error
 
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
@@ -22,13 +24,21 @@ COMMANDS = {
 }
 
 
+EXIT_CODES = """exit status:
+  0  ok
+  1  rules broken (a spec, descriptor or configuration breaks a named rule), a mismatch found, or a compile failed
+  2  usage: a wrong option or value (one line on stderr names it and what would be right)
+  3  no usable GPU (no driver, no device, or not a Hopper) for a command that needs one"""
+
+
 def _usage() -> str:
-    lines = ["usage: drvtma COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: drvtma COMMAND [ARGS...]   (drvtma COMMAND --help)", "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, _, help_) in COMMANDS.items()]
-    return "\n".join(lines)
+    return "\n".join([*lines, "", EXIT_CODES])
 
 
 def info_command(argv: list[str]) -> int:
+    Parser(prog="drvtma info", description=COMMANDS["info"][2] + " (needs the CUDA driver)").parse_args(argv)
     from ..runtime import driver
 
     for key, value in driver.versions().items():
@@ -40,19 +50,42 @@ def info_command(argv: list[str]) -> int:
     return 0
 
 
-def compile_command(argv: list[str]) -> int:
+def _define(text: str) -> tuple[str, str | None]:
     import argparse
 
+    name, sep, value = text.partition("=")
+    if not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"wants NAME or NAME=VALUE with NAME a C identifier, got {text!r}")
+    return name, value if sep else None
+
+
+def compile_command(argv: list[str]) -> int:
     from ..runtime import compiler
     from ..runtime import sass
 
-    p = argparse.ArgumentParser(prog="drvtma compile", description=COMMANDS["compile"][2])
-    p.add_argument("source", help="a .cu file (a name under cu/ or a path)")
-    p.add_argument("-D", dest="defines", action="append", default=[], help="NAME=VALUE")
+    p = Parser(prog="drvtma compile", description=COMMANDS["compile"][2] + " (needs no GPU)")
+    p.add_argument("source", help="a .cu file: a path, a path under cu/ (tma/load_probe.cu) or a bare kernel name")
+    p.add_argument("-D", dest="defines", action="append", default=[], type=_define, help="NAME or NAME=VALUE")
     args = p.parse_args(argv)
-    defines = dict(d.split("=", 1) if "=" in d else (d, None) for d in args.defines)
-    cubin = compiler.compile_cubin(args.source, defines=defines)
-    for name, ops in sorted(sass.functions(cubin).items()):
+    source = Path(args.source)
+    if not source.is_file():  # not a path from here: a kernel under cu/
+        try:
+            source = compiler.find_source(args.source)
+        except FileNotFoundError as exc:
+            p.error(f"source: {exc}; give a .cu file")
+        if not source.is_file():
+            p.error(f"source: no file {args.source!r} here or under {compiler.cu_dir()}; give a .cu file")
+    try:
+        cubin = compiler.compile_cubin(source, defines=dict(args.defines))
+    except NvrtcError as exc:  # the first line names the file; the log follows
+        print(f"drvtma compile: {source}: compile failed\n{exc}", file=sys.stderr)
+        return 1
+    try:
+        listing = sass.functions(cubin)
+    except (OSError, RuntimeError) as exc:  # nvdisasm is missing or refused: the compile itself succeeded
+        print(f"compiled {source} ({len(cubin)} B cubin); no SASS listing: {exc}")
+        return 0
+    for name, ops in sorted(listing.items()):
         tma = sorted({op for op in ops if op.startswith(("UTMA", "UBLK", "SYNCS"))})
         print(f"{name}: {len(ops)} instructions; TMA/mbarrier: {', '.join(tma) or 'none'}")
     return 0
@@ -60,16 +93,19 @@ def compile_command(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    if not argv:
+        return usage_error("drvtma", f"a command is needed: {', '.join(COMMANDS)}")
+    if argv[0] in ("-h", "--help", "help"):
         print(_usage())
-        return 0 if argv else 2
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"drvtma: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
-        return 2
+        return usage_error("drvtma", f"unknown command {name!r}; commands: {', '.join(COMMANDS)}")
     module, func, _ = COMMANDS[name]
     try:
         return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    except SystemExit as exc:  # a parser's usage error (already printed) or --help: main returns, as it does
+        return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else USAGE
     except NoGpuError as exc:
         print(f"drvtma {name}: needs an NVIDIA Hopper GPU, and none is usable here ({exc}).", file=sys.stderr)
         return 3

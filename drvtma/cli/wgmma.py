@@ -3,29 +3,59 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..errors import WgmmaError
 from ..tma.spec import Swizzle
 from ..wgmma import rules
 from ..wgmma.descriptor import SmemDescriptor, from_tma_swizzle
-from ..wgmma.dtypes import M, wgmma_type
+from ..wgmma.dtypes import ALL_TYPES, M, wgmma_type
 from ..wgmma.layout import descriptor_for, spec_for_tile, tile_layout
+from .parser import Parser, address, natural
 
 _SWIZZLES = {"none": Swizzle.NONE, "32b": Swizzle.B32, "64b": Swizzle.B64, "128b": Swizzle.B128}
+_TYPES = ", ".join(t.name for t in ALL_TYPES)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _dtype(text: str):
+    try:
+        return wgmma_type(text)
+    except WgmmaError:
+        raise argparse.ArgumentTypeError(f"wants one of {_TYPES}, got {text!r}") from None
+
+
+def _swizzle(text: str) -> Swizzle:
+    key = text.lower().replace("swizzle_", "")
+    if key not in _SWIZZLES:
+        raise argparse.ArgumentTypeError(f"wants none, 32B, 64B or 128B, got {text!r}")
+    return _SWIZZLES[key]
+
+
+def _tile(text: str) -> tuple[int, int]:
+    parts = text.lower().split("x")
+    try:
+        mn, k = (int(v) for v in parts)
+    except ValueError:
+        mn = k = 0
+    if mn < 1 or k < 1:
+        raise argparse.ArgumentTypeError(f"wants MNxK in elements (two positive numbers, e.g. 128x64), got {text!r}")
+    return mn, k
+
+
+def _parser() -> Parser:
+    p = Parser(
         prog="drvtma wgmma", description="Print the wgmma shared-memory descriptors that read a tile TMA loaded "
-        "(one per 32-byte k-step), or explain a 64-bit descriptor. Example: drvtma wgmma --dtype bf16 --operand B "
-        "--major K --swizzle 128B --tile 128x64")
-    p.add_argument("--decode", type=lambda t: int(t, 0), help="explain this 64-bit descriptor value")
-    p.add_argument("--dtype", default="bf16", help="f16, bf16, tf32, e4m3, e5m2, s8, u8")
+        "(one per 32-byte k-step), or explain a 64-bit descriptor. Exit status 1 when a rule is broken.",
+        epilog="examples:\n  drvtma wgmma --dtype bf16 --operand B --major K --swizzle 128B --tile 128x64\n"
+               "  drvtma wgmma --dtype e4m3 --operand A --tile 64x128 --smem 0x400\n"
+               "  drvtma wgmma --decode 0x4000004002000010")
+    p.add_argument("--decode", type=address, help="explain this 64-bit descriptor value (decimal or 0x hex)")
+    p.add_argument("--dtype", default="bf16", type=_dtype, help=_TYPES)
     p.add_argument("--operand", default="B", choices=("A", "B"))
     p.add_argument("--major", default="K", choices=("K", "MN"))
-    p.add_argument("--swizzle", default="128B", help="the tensor map's swizzle: none, 32B, 64B, 128B")
-    p.add_argument("--tile", default="128x64", help="MNxK in elements (A: MN = 64 per instruction)")
-    p.add_argument("--smem", type=lambda t: int(t, 0), default=0, help="shared address of the tile")
+    p.add_argument("--swizzle", default="128B", type=_swizzle, help="the tensor map's swizzle: none, 32B, 64B, 128B")
+    p.add_argument("--tile", default="128x64", type=_tile, help="MNxK in elements (A: MN = 64 per instruction)")
+    p.add_argument("--smem", type=natural, default=0, help="shared address of the tile (>= 0)")
     return p
 
 
@@ -40,6 +70,8 @@ def _decode(value: int) -> int:
         print("  rules: start_alignment, field_range, field_alignment, base_offset_use, swizzle_alignment: ok")
     except WgmmaError as exc:
         print(f"  rules: {exc}")
+        print(f"drvtma wgmma: rule broken: {exc.rule}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -47,12 +79,7 @@ def wgmma_command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.decode is not None:
         return _decode(args.decode)
-    t = wgmma_type(args.dtype)
-    key = args.swizzle.lower().replace("swizzle_", "")
-    if key not in _SWIZZLES:
-        raise WgmmaError("swizzle_code", "--swizzle", args.swizzle, "use none, 32B, 64B or 128B")
-    tma_swizzle = _SWIZZLES[key]
-    mn, k = (int(v) for v in args.tile.lower().split("x"))
+    t, tma_swizzle, (mn, k) = args.dtype, args.swizzle, args.tile
     rules.check_operands(t, major_a=args.major if args.operand == "A" else "K",
                          major_b=args.major if args.operand == "B" else "K")
     n = M if args.operand == "A" else mn

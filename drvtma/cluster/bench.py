@@ -149,34 +149,3 @@ def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, stages: int
                     if progress is not None:
                         print(f"multicast bench: tile {tile} KiB k={k} {mode}: {t.median * 1e3:.1f} us", file=progress)
     return BenchResult(points, ctas, rows * ROW_BYTES, stages)
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
-def multicast_command(argv: list[str]) -> int:
-    """`drvtma bench multicast [--ks 1,2,4,8] [--tile-kib 4,16,32] [--runs N] [--out DIR]`."""
-    import argparse
-    import sys
-
-    from ..runtime.figures import write_report
-
-    p = argparse.ArgumentParser(prog="drvtma bench multicast",
-                                description="k CTAs of a cluster reading the same tiles: one multicast per slice vs "
-                                            "each CTA loading its own copy; every run verified, then timed.")
-    p.add_argument("--ks", type=_ints, default=DEFAULT_KS, help="CTAs per cluster (default 1,2,4,8)")
-    p.add_argument("--tile-kib", type=_ints, default=DEFAULT_TILE_KIB, help="tile sizes in KiB (default 4,16,32)")
-    p.add_argument("--stages", type=int, default=DEFAULT_STAGES, help="ring depth (default 2; smem = stages x tile)")
-    p.add_argument("--runs", type=int, default=7)
-    p.add_argument("--warmups", type=int, default=2)
-    p.add_argument("--out", help="directory for multicast.csv and multicast.md")
-    p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
-    result = run_multicast_bench(ks=args.ks, tile_kib=args.tile_kib, stages=args.stages, runs=args.runs,
-                                 warmups=args.warmups,
-                                 progress=None if args.quiet else sys.stderr)
-    print(result.text())
-    if args.out:
-        write_report(args.out, "multicast", result.csv_text(), title="drvtma bench multicast", text=result.text())
-    return 0

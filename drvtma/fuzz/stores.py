@@ -91,6 +91,7 @@ class StoresSession:
 class StoresTarget(Target):
     unit = "cases"
     cases_per_batch = 250
+    fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description

@@ -56,6 +56,7 @@ class Target:
     unit = "cases"
     cases_per_batch = 1
     needs_gpu = True
+    fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
 
     def configure(self, spec=None) -> dict:

@@ -11,7 +11,6 @@ per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
 
-# The target shapes (square 2048-8192, and a wide N), and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
+# The issue's shapes, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
 # 4096^3's 512 leave 16 SMs idle in the last one, so the pair measures what tile quantization costs at 4096^3.
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
           (8192, 4096, 8192), (16, 8192, 8192))
@@ -237,35 +236,8 @@ class GemmBenchResult:
                           f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", *rows, ""])
 
 
-def gemm_command(argv: list[str]) -> int:
-    """`drvtma bench gemm [--dtypes bfloat16,float8_e4m3fn] [--shapes 4096x4096x4096,...] [--out DIR]`."""
-    p = argparse.ArgumentParser(prog="drvtma bench gemm", description=__doc__.split("\n\n")[0])
-    p.add_argument("--dtypes", default=",".join(DTYPES),
-                   help="comma-separated input types: bfloat16, float16, float8_e4m3fn, float8_e5m2")
-    p.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES), help="MxNxK,...")
-    p.add_argument("--stages", type=int, help="ring depth (default: the config's)")
-    p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
-    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="any GemmConfig field, e.g. --set cluster_m=2 --set group_m=16 (repeatable)")
-    p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--warmups", type=int, default=3)
-    p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
-    p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
-    p.add_argument("--claims", action="store_true",
-                   help="sweep the async tensor-core article's GEMM claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
-    p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
-    p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
-    p.add_argument("--profile", action="store_true",
-                   help="instead of timing: where the cycles go (drvtma.gemm.profile: clock, issue rate, stalls, tail)")
-    p.add_argument("--out", help="directory for gemm.csv and gemm.md")
-    p.add_argument("--quiet", action="store_true")
-    args = p.parse_args(argv)
-    try:  # one configuration and shape list for every mode (the claim sweep starts from cfg too)
-        shapes, (claim_shape,) = parse_shapes(args.shapes, "--shapes"), parse_shapes(args.claim_shape, "--claim-shape")
-        given = {"stages": args.stages, "swizzle": args.swizzle}
-        cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **config_changes(args.set))
-    except ValueError as exc:
-        p.error(str(exc))
+def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) -> int:
+    """`drvtma bench gemm` once drvtma.cli.benches has parsed and checked its arguments (`cfg`, the shapes)."""
     if args.claims:
         return _claims_command(args, argv, cfg, claim_shape)
     if args.profile:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime.figures import record_figure
 from .encode import encode_tiled
 from .global_maps import MapSlots
 from .spec import TensorMapSpec
@@ -100,17 +99,3 @@ def run_descriptor_bench(*, loads: int = 16, runs: int = 20, warmups: int = 3, l
         if not np.all(sink.download(np.uint32, (blocks,)) == 0x3F800000):
             raise AssertionError("descriptor_bench: a CTA did not load the box")
     return DescriptorBench(device_rows, host_rows, loads, blocks)
-
-
-def descriptors_command(argv: list[str]) -> int:
-    import argparse
-
-    p = argparse.ArgumentParser(prog="drvtma bench descriptors", description=__doc__.splitlines()[0])
-    p.add_argument("--loads", type=int, default=16, help="dependent loads per CTA (the slope's far end)")
-    p.add_argument("--runs", type=int, default=20)
-    p.add_argument("--launches", type=int, default=300, help="launches per host-side loop")
-    args = p.parse_args(argv)
-    result = run_descriptor_bench(loads=args.loads, runs=args.runs, launches=args.launches)
-    print(result.text())
-    record_figure(result.figures(), echo=False)
-    return 0

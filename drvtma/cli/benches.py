@@ -1,0 +1,114 @@
+"""`drvtma bench multicast`, `bench descriptors` and `bench gemm`: their arguments, checked before the GPU is
+touched; the work is in drvtma.cluster.bench, drvtma.tma.descriptor_bench and drvtma.gemm.bench."""
+
+from __future__ import annotations
+
+import sys
+
+from .parser import Parser, count, count_list, natural, out_dir
+
+SMEM_PER_BLOCK = 227 * 1024  # what a Hopper block can opt into
+
+
+def multicast_command(argv: list[str]) -> int:
+    from ..cluster.bench import DEFAULT_KS, DEFAULT_STAGES, DEFAULT_TILE_KIB, ROW_BYTES, run_multicast_bench
+    from ..runtime.figures import write_report
+
+    p = Parser(prog="drvtma bench multicast",
+               description="k CTAs of a cluster reading the same tiles: one multicast per slice vs each CTA loading "
+                           "its own copy; every run verified, then timed.")
+    p.add_argument("--ks", type=count_list, default=DEFAULT_KS, help="CTAs per cluster: 1, 2, 4, 8 (default 1,2,4,8)")
+    p.add_argument("--tile-kib", type=count_list, default=DEFAULT_TILE_KIB, help="tile sizes in KiB (default 4,16,32)")
+    p.add_argument("--stages", type=count, default=DEFAULT_STAGES, help="ring depth 1..8 (default 2; smem = stages "
+                   "x tile)")
+    p.add_argument("--runs", type=count, default=7)
+    p.add_argument("--warmups", type=natural, default=2)
+    p.add_argument("--out", type=out_dir, help="directory for multicast.csv and multicast.md")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if any(k not in (1, 2, 4, 8) for k in args.ks):
+        p.error(f"--ks: wants cluster sizes from 1, 2, 4, 8 (portable clusters), got {args.ks}")
+    if args.stages > 8:
+        p.error(f"--stages: wants 1..8, got {args.stages}")
+    for tile in args.tile_kib:
+        if (tile * 1024 // ROW_BYTES) % max(args.ks) or tile * 1024 % ROW_BYTES:
+            p.error(f"--tile-kib: {tile} KiB tiles do not split into {max(args.ks)} slices of {ROW_BYTES}-byte rows; "
+                    "give whole multiples of 2 KiB")
+        if args.stages * tile * 1024 + 1024 > SMEM_PER_BLOCK:
+            p.error(f"--tile-kib: {args.stages} stages of {tile} KiB exceed a block's {SMEM_PER_BLOCK >> 10} KiB of "
+                    "shared memory; give smaller tiles or fewer --stages")
+    result = run_multicast_bench(ks=args.ks, tile_kib=args.tile_kib, stages=args.stages, runs=args.runs,
+                                 warmups=args.warmups, progress=None if args.quiet else sys.stderr)
+    print(result.text())
+    if args.out:
+        write_report(args.out, "multicast", result.csv_text(), title="drvtma bench multicast", text=result.text())
+    return 0
+
+
+def descriptors_command(argv: list[str]) -> int:
+    from ..runtime.figures import record_figure
+    from ..tma import descriptor_bench
+
+    p = Parser(prog="drvtma bench descriptors", description=descriptor_bench.__doc__.splitlines()[0])
+    p.add_argument("--loads", type=count, default=16, help="dependent loads per CTA (the slope's far end), >= 2")
+    p.add_argument("--runs", type=count, default=20)
+    p.add_argument("--launches", type=count, default=300, help="launches per host-side loop")
+    args = p.parse_args(argv)
+    if args.loads < 2:
+        p.error(f"--loads: wants at least 2 (the slope runs from 1 load to --loads), got {args.loads}")
+    result = descriptor_bench.run_descriptor_bench(loads=args.loads, runs=args.runs, launches=args.launches)
+    print(result.text())
+    record_figure(result.figures(), echo=False)
+    return 0
+
+
+def gemm_command(argv: list[str]) -> int:
+    """`drvtma bench gemm [--dtypes bfloat16,float8_e4m3fn] [--shapes 4096x4096x4096,...] [--out DIR]`."""
+    from ..errors import DrvtmaError
+    from ..gemm import bench
+    from ..gemm.config import IN_DTYPES, GemmConfig, dtype_name
+
+    p = Parser(prog="drvtma bench gemm", description=bench.__doc__.split("\n\n")[0])
+    p.add_argument("--dtypes", default=",".join(bench.DTYPES),
+                   help=f"comma-separated input types: {', '.join(IN_DTYPES)}")
+    p.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in bench.SHAPES), help="MxNxK,...")
+    p.add_argument("--stages", type=count, help="ring depth (default: the config's)")
+    p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any GemmConfig field, e.g. --set cluster_m=2 --set group_m=16 (repeatable)")
+    p.add_argument("--runs", type=count, default=20)
+    p.add_argument("--warmups", type=natural, default=3)
+    p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
+    p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
+    p.add_argument("--claims", action="store_true",
+                   help="sweep the seed's claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
+    p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
+    p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
+    p.add_argument("--profile", action="store_true",
+                   help="instead of timing: where the cycles go (drvtma.gemm.profile: clock, issue rate, stalls, tail)")
+    p.add_argument("--out", type=out_dir, help="directory for gemm.csv and gemm.md")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    try:  # one configuration and shape list for every mode (the claim sweep starts from cfg too)
+        shapes = bench.parse_shapes(args.shapes, "--shapes")
+        (claim_shape,) = bench.parse_shapes(args.claim_shape, "--claim-shape")
+        for option, given in (("--shapes", shapes), ("--claim-shape", (claim_shape,))):
+            if any(v < 1 for s in given for v in s):
+                raise ValueError(f"{option}: wants positive M, N and K, got {given}")
+        changes = {}
+        for item in args.set:
+            try:
+                changes.update(bench.config_changes([item]))
+            except ValueError as exc:
+                raise ValueError(exc if "--set" in str(exc) else f"--set {item!r}: {exc}") from None
+        given = {"stages": args.stages, "swizzle": args.swizzle}
+        cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **changes)
+        dtypes = [d for d in args.dtypes.split(",") if d.strip()]
+        if not dtypes or any(dtype_name(d.strip()) not in IN_DTYPES for d in dtypes):
+            raise ValueError(f"--dtypes: wants some of {', '.join(IN_DTYPES)}, got {args.dtypes!r}")
+        for d in dtypes:
+            cfg.with_(dtype=dtype_name(d.strip()))
+    except (DrvtmaError, ValueError, TypeError) as exc:
+        p.error(str(exc))
+    args.dtypes = ",".join(d.strip() for d in dtypes)
+    return bench.gemm_command(args, argv, cfg, shapes, claim_shape)

@@ -1,0 +1,165 @@
+"""The command line's one argument parser and the value types its commands share.
+
+A usage error is one line on stderr (`drvtma check: --box: wants ...; run drvtma check --help`) and exit status 2,
+found before anything touches the GPU: every type here checks its value completely, and names what would be right.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+USAGE = 2  # exit status of a usage error (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def usage_error(prog: str, message: str) -> int:
+    """Print a usage error as the parsers do and return its exit status (for checks outside a parser)."""
+    print(f"{prog}: {one_line(message)}; run {prog} --help", file=sys.stderr)
+    return USAGE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but `error` prints one line that names the option, the value and what would be right."""
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("epilog"):  # example runs keep their lines
+            kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):
+        message = message.removeprefix("argument ")
+        self.exit(USAGE, f"{self.prog}: {one_line(message)}; run {self.prog} --help\n")
+
+
+def _fail(what: str, text: str):
+    raise argparse.ArgumentTypeError(f"wants {what}, got {text!r}")
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text.strip().replace("_", ""), 0)
+    except (ValueError, AttributeError):
+        _fail(what, text)
+
+
+def int_at_least(low: int, what: str | None = None):
+    """A type: a whole number >= low (decimal or 0x hex)."""
+    what = what or ("a positive whole number" if low == 1 else f"a whole number >= {low}")
+
+    def parse(text: str) -> int:
+        value = _int(text, what)
+        if value < low:
+            _fail(what, text)
+        return value
+
+    return parse
+
+
+count = int_at_least(1)  # runs, examples, loads, threads: at least one
+natural = int_at_least(0)  # warm-ups, seeds, hold times: zero allowed
+
+
+def address(text: str) -> int:
+    """A 64-bit address or descriptor value (0 .. 2^64 - 1)."""
+    what = "an address 0 .. 0xffffffffffffffff (decimal or 0x hex)"
+    value = _int(text, what)
+    if not 0 <= value < 1 << 64:
+        _fail(what, text)
+    return value
+
+
+def seconds(text: str) -> float:
+    what = "a positive number of seconds"
+    try:
+        value = float(text)
+    except ValueError:
+        _fail(what, text)
+    if not (math.isfinite(value) and value > 0):
+        _fail(what, text)
+    return value
+
+
+def int_list(low: int):
+    """A type: comma-separated whole numbers >= low ('1,2,4' -> (1, 2, 4))."""
+    what = ("comma-separated positive whole numbers such as 1,2,4" if low == 1 else
+            f"comma-separated whole numbers >= {low} such as {low},{low + 1}")
+
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            values = tuple(_int(p, what) for p in text.split(",") if p.strip())
+        except argparse.ArgumentTypeError:
+            values = ()
+        if not values or min(values) < low:
+            _fail(what, text)
+        return values
+
+    return parse
+
+
+count_list = int_list(1)
+natural_list = int_list(0)
+
+
+def _first_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def out_dir(text: str) -> str:
+    """A folder drvtma may create or write into (checked now, so a long run does not fail at its end)."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder; give a folder to write into")
+    base = _first_existing(path)
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create or write {text!r} ({base} is not a writable folder); "
+                                         "give a writable folder")
+    return text
+
+
+def out_file(text: str) -> str:
+    """A file drvtma may create or overwrite."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
+    base = _first_existing(path.parent)
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot create {text!r} ({base} is not a writable folder); give a file in "
+                                         "a writable folder")
+    return text
+
+
+def in_file(text: str) -> Path:
+    """An existing, readable file."""
+    path = Path(text)
+    if not path.is_file():
+        why = "is a folder" if path.is_dir() else "does not exist"
+        raise argparse.ArgumentTypeError(f"{text!r} {why}; give an existing file")
+    return path
+
+
+def json_object(path: Path, what: str) -> dict:
+    """The JSON object in a file; ArgumentTypeError (naming the file and what it should hold) otherwise."""
+    try:
+        value = json.loads(path.read_text())
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise argparse.ArgumentTypeError(f"{str(path)!r} is not valid JSON ({one_line(exc)}); it should hold "
+                                         f"{what}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{str(path)!r} holds a JSON {type(value).__name__}, not an object; it "
+                                         f"should hold {what}")
+    return value
