@@ -6,8 +6,8 @@ a kernel raises NoGpuError when there is none. One room per concern (docs/CONTRA
 article's experiment and its rings), `testing` (strategies), `cli` (the command line).
 """
 
-from .errors import (BarrierTimeout, ClusterError, CudaError, DrvtmaError, GemmError, LaunchError, NoGpuError,
-                     NvrtcError, RuleError, StoreStraddleWarning, TensorMapError, TimedOutWait, WgmmaError)
+from .errors import (ArgumentError, BarrierTimeout, ClusterError, CudaError, DrvtmaError, GemmError, LaunchError,
+                     NoGpuError, NvrtcError, RuleError, StoreStraddleWarning, TensorMapError, TimedOutWait, WgmmaError)
 from .runtime import (DeviceBuffer, DeviceProperties, Event, Kernel, LaunchConfig, Module, StatusBuffer, Stream,
                       compile_cubin, context, cu_dir, device_properties, elapsed_ms, include_dir, load_module,
                       require_hopper, synchronize)
@@ -17,8 +17,9 @@ from .tma import (Interleave, L2Promotion, OobFill, Swizzle, TensorMap, TensorMa
 __version__ = "0.1.0"
 
 __all__ = [
-    "BarrierTimeout", "ClusterError", "CudaError", "DeviceBuffer", "DeviceProperties", "DrvtmaError", "Event",
-    "GemmError", "Interleave", "Kernel", "L2Promotion", "LaunchConfig", "LaunchError", "Module", "NoGpuError",
+    "ArgumentError", "BarrierTimeout", "ClusterError", "CudaError", "DeviceBuffer", "DeviceProperties",
+    "DrvtmaError", "Event", "GemmError", "Interleave", "Kernel", "L2Promotion", "LaunchConfig", "LaunchError",
+    "Module", "NoGpuError",
     "NvrtcError", "OobFill", "RuleError", "StatusBuffer", "StoreStraddleWarning", "Stream", "Swizzle", "TensorMap",
     "TensorMapError", "TensorMapSpec", "TimedOutWait", "WgmmaError", "compile_cubin", "context", "cu_dir",
     "device_properties", "elapsed_ms", "encode_tiled", "include_dir", "load_module", "require_hopper",
