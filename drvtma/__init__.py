@@ -6,8 +6,8 @@ a kernel raises NoGpuError when there is none. One room per concern (docs/CONTRA
 article's experiment and its rings), `testing` (strategies), `cli` (the command line).
 """
 
-from .errors import (BarrierTimeout, ClusterError, CudaError, DrvtmaError, GemmError, LaunchError, NoGpuError,
-                     NvrtcError, RuleError, StoreStraddleWarning, TensorMapError, TimedOutWait, WgmmaError)
+from .errors import (ArgumentError, BarrierTimeout, ClusterError, CudaError, DrvtmaError, GemmError, LaunchError,
+                     NoGpuError, NvrtcError, RuleError, StoreStraddleWarning, TensorMapError, TimedOutWait, WgmmaError)
 
 # The rooms' names load on first use (PEP 562): `import drvtma.testing.plugin`, which pytest does in every project
 # where drvtma is installed, then costs no NumPy, ml_dtypes or cuda-bindings import.
@@ -39,8 +39,9 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 __all__ = [
-    "BarrierTimeout", "ClusterError", "CudaError", "DeviceBuffer", "DeviceProperties", "DrvtmaError", "Event",
-    "GemmError", "Interleave", "Kernel", "L2Promotion", "LaunchConfig", "LaunchError", "Module", "NoGpuError",
+    "ArgumentError", "BarrierTimeout", "ClusterError", "CudaError", "DeviceBuffer", "DeviceProperties",
+    "DrvtmaError", "Event", "GemmError", "Interleave", "Kernel", "L2Promotion", "LaunchConfig", "LaunchError",
+    "Module", "NoGpuError",
     "NvrtcError", "OobFill", "RuleError", "StatusBuffer", "StoreStraddleWarning", "Stream", "Swizzle", "TensorMap",
     "TensorMapError", "TensorMapSpec", "TimedOutWait", "WgmmaError", "compile_cubin", "context", "cu_dir",
     "device_properties", "elapsed_ms", "encode_tiled", "include_dir", "load_module", "require_hopper",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numbers
 from typing import NamedTuple
+
+import numpy as np
 
 
 class DrvtmaError(Exception):
@@ -42,6 +45,17 @@ class RuleError(DrvtmaError, ValueError):
         self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
         text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
         super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+
+class ArgumentError(RuleError):
+    """A wrong argument that no room's own rules cover (a buffer size, a kernel source, a fuzz campaign's or a
+    strategy's parameters), refused before any driver call; shaped like TensorMapError."""
+
+
+class UnknownNameError(ArgumentError, KeyError):
+    """A name looked up in a registry that does not hold it (a fuzz target); also a KeyError for old callers."""
+
+    __str__ = Exception.__str__  # the message, not KeyError's quoted repr
 
 
 class ClusterError(RuleError, LaunchError):
@@ -117,3 +131,51 @@ class BarrierTimeout(DrvtmaError):
 
 class StoreStraddleWarning(UserWarning):
     """A store map's inner extent is not a multiple of 16 bytes: stores at the edge write past it."""
+
+
+# ---------------------------------------------------------------------------------------------- argument values
+# The one definition of what drvtma takes as an integer, used by every room: Python and NumPy integers
+# (numbers.Integral), never bool (True is not a size), float (1.5 would be truncated) or None.
+
+def is_int(value) -> bool:
+    """True for Python and NumPy integers; False for bool, float, str, None and everything else."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def as_int(value, parameter: str, *, error: type = ArgumentError, rule: str = "integer", lo: int | None = None,
+           hi: int | None = None, text: bool = False, fix: str = "") -> int:
+    """`value` as an int, or `error(rule, parameter, value, fix, why)`. `lo` / `hi` bound it (inclusive);
+    `text=True` also takes integer text: "0x10", "16", "0b1" (addresses, descriptor values)."""
+    if text and isinstance(value, str):
+        try:
+            value = int(value.strip().replace("_", ""), 0)
+        except ValueError:
+            raise error(rule, parameter, value, fix or "give an integer or integer text such as 0x7f0000001000",
+                        "not an integer: write hex with 0x, decimal without a prefix") from None
+    if not is_int(value):
+        kinds = "an int (or integer text such as '0x10')" if text else "an int"
+        raise error(rule, parameter, value, fix or f"give {kinds}",
+                    f"{type(value).__name__} is not an integer" + (" (a bool is not a count)"
+                                                                    if isinstance(value, bool) else ""))
+    value = int(value)
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        span = f"{lo}..{hi}" if lo is not None and hi is not None else f">= {lo}" if lo is not None else f"<= {hi}"
+        raise error(rule, parameter, value, fix or f"use a value {span}", f"{value} is outside {span}")
+    return value
+
+
+def as_ints(values, parameter: str, *, error: type = ArgumentError, rule: str = "integer") -> tuple[int, ...]:
+    """A tuple of ints from one int or a sequence of them (each as `as_int`, named ``parameter[i]``)."""
+    if is_int(values):
+        return (int(values),)
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise error(rule, parameter, values, "give a tuple of ints, one per axis",
+                    f"{type(values).__name__} is not a sequence of integers")
+    return tuple(as_int(v, f"{parameter}[{i}]", error=error, rule=rule) for i, v in enumerate(values))
+
+
+def address(value, parameter: str = "base_address", *, error: type = ArgumentError,
+            rule: str = "address_range") -> int:
+    """A device address: an int or integer text ("0x7f0000001000"), in 0..2^64-1."""
+    return as_int(value, parameter, error=error, rule=rule, lo=0, hi=(1 << 64) - 1, text=True,
+                  fix="give the device address as a non-negative int or hex text such as 0x7f0000001000")

@@ -96,7 +96,7 @@ def test_an_array_is_an_encode_target_bounded_by_its_extent():
     arr = FakeDLPack(ADDRESS, (48, 64), None, DL_BFLOAT, 16)
     address, keep, available = _resolve_target(None, arr)
     assert (address, keep, available) == (ADDRESS, arr, 48 * 64 * 2)
-    with pytest.raises(TypeError, match="host memory"):
+    with pytest.raises(TensorMapError, match="host memory"):
         _resolve_target(None, FakeDLPack(ADDRESS, (4,), None, DL_FLOAT, 32, device=(DL_CPU, 0)))
 
 

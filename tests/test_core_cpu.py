@@ -11,7 +11,7 @@ import pytest
 
 from drvtma.runtime import compiler
 from drvtma.runtime import sass
-from drvtma.errors import BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
+from drvtma.errors import ArgumentError, BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
 from drvtma.runtime.kernel import ArgPacker, LaunchConfig
 from drvtma.b08.modes import describe_wait
 from drvtma.runtime.status import STATUS_DTYPE, STATUS_SLOTS, TIMEOUT_DTYPE, barrier_timeout
@@ -59,9 +59,9 @@ def test_bare_kernel_names_resolve_to_their_room(tmp_path, monkeypatch):
         (cu / room).mkdir(parents=True)
         (cu / room / "k.cu").write_text("")
     monkeypatch.setenv("DRVTMA_CU_DIR", str(cu))
-    with pytest.raises(FileNotFoundError, match="names 2 kernels"):
+    with pytest.raises(ArgumentError, match="names 2 kernels"):
         compiler.find_source("k.cu")
-    with pytest.raises(FileNotFoundError, match="no kernel"):
+    with pytest.raises(ArgumentError, match="no kernel"):
         compiler.find_source("missing.cu")
 
 

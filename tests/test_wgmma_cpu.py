@@ -85,6 +85,9 @@ RULE_CASES = [
     ("operand", lambda: rules.check_operands("f16", "M", "K"), lambda: rules.check_operands("f16", "MN", "K")),
     ("dtype", lambda: wgmma_type("b1"), lambda: wgmma_type("u8")),
     ("reserved_bits", lambda: SmemDescriptor.decode(1 << 14), lambda: SmemDescriptor.decode(1 << 13)),
+    ("field_type", lambda: SmemDescriptor(1.5, 16, 1024), lambda: SmemDescriptor(np.int64(0), 16, 1024).encode()),
+    ("descriptor_type", lambda: rules.check_descriptor(0x40), lambda: rules.check_descriptor(SmemDescriptor.decode(
+        "0x4000004000010040"))),
     ("descriptor_mismatch",
      lambda: rules.check_matches(SmemDescriptor(0, 16, 512, "128B"), SmemDescriptor(0, 16, 1024, "128B"),
                                  major="K", parameter="d"),
@@ -110,6 +113,7 @@ def _spec(dtype, shape, box, swizzle, strides=None):
 
 
 LAYOUT_CASES = [
+    ("spec_type", lambda: descriptor_for({"box": (64, 64)}, 0, "A", "K")),
     ("spec_interleave", lambda: descriptor_for(TensorMapSpec.create("float16", (64, 64), (64, 8), interleave=1),
                                                 0, "A", "K")),
     ("spec_element_strides", lambda: descriptor_for(TensorMapSpec.create("float16", (64, 64), (64, 64),

@@ -12,6 +12,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from ..errors import ArgumentError, as_int
 from .choosers import RecordingChooser, case_seed
 from .targets import Outcome, Target
 
@@ -123,7 +126,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
 
     if examples is None and seconds is None:
         examples = 1000
-    k, n = shard
+    seed, examples, seconds, k, n = check_campaign(target, options, seed, examples, seconds, shard)
     result = CampaignResult(target.name, options, int(seed), shards=n)
     own_session = session is None
     session = target.session(options, fake=fake) if own_session else session
@@ -169,10 +172,32 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     return result
 
 
+def check_campaign(target, options, seed, examples, seconds, shard) -> tuple:
+    """(seed, examples, seconds, k, n) of a campaign, or an ArgumentError naming the wrong one (before any case)."""
+    if not isinstance(target, Target):
+        raise ArgumentError("fuzz_target", "target", type(target).__name__,
+                            "give a Target: drvtma.fuzz.get_target(name)")
+    if not isinstance(options, dict):
+        raise ArgumentError("fuzz_options", "options", type(options).__name__, "give target.configure(...)'s dict")
+    seed = as_int(seed, "seed", rule="fuzz_seed")
+    if examples is not None:
+        examples = as_int(examples, "examples", rule="fuzz_budget", lo=1, fix="run at least 1 example")
+    if seconds is not None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float, np.integer, np.floating)) \
+                or not seconds > 0 or seconds == float("inf"):
+            raise ArgumentError("fuzz_budget", "seconds", seconds, "give a positive, finite number of seconds")
+        seconds = float(seconds)
+    if not (isinstance(shard, (tuple, list)) and len(shard) == 2):
+        raise ArgumentError("fuzz_shard", "shard", shard, "give (k, n): shard k of n, 0 <= k < n")
+    n = as_int(shard[1], "shard", rule="fuzz_shard", lo=1, fix="give (k, n): shard k of n, 0 <= k < n")
+    k = as_int(shard[0], "shard", rule="fuzz_shard", lo=0, hi=n - 1, fix="give (k, n): shard k of n, 0 <= k < n")
+    return seed, examples, seconds, k, n
+
+
 def merge_results(parts: list[CampaignResult]) -> CampaignResult:
     """One result from the shards' results (counts summed, failures in case order, seconds of the slowest)."""
     if not parts:
-        raise ValueError("no shard results to merge")
+        raise ArgumentError("fuzz_shard", "parts", parts, "give the shards' CampaignResults (at least one)")
     first = parts[0]
     merged = CampaignResult(first.target, first.options, first.seed, shards=len(parts))
     timing = Counter()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
+from ..errors import ArgumentError, UnknownNameError
+
 # Imported on first use, so a target's room (and its GPU code) loads only when that target runs.
 BUILTIN_TARGETS = {
     "encode": "drvtma.fuzz.encode:ENCODE",
@@ -89,10 +91,14 @@ class Target:
 
 def register(target: Target, *, replace: bool = False) -> Target:
     """Make `target` available to `drvtma fuzz NAME` (and `drvtma repro`) in this process."""
-    if not target.name:
-        raise ValueError("a fuzz target needs a name")
+    if not isinstance(target, Target):
+        raise ArgumentError("fuzz_target", "target", type(target).__name__, "register an instance of a Target "
+                            "subclass")
+    if not target.name or not isinstance(target.name, str):
+        raise ArgumentError("fuzz_target", "target.name", target.name, "give the target a name (text)")
     if target.name in _registry and not replace and _registry[target.name] is not target:
-        raise ValueError(f"fuzz target {target.name!r} is already registered")
+        raise ArgumentError("fuzz_target", "target.name", target.name, "pick another name, or pass replace=True",
+                            "a target of this name is already registered")
     _registry[target.name] = target
     return target
 
@@ -112,11 +118,14 @@ def target_names() -> list[str]:
 
 def get_target(name: str) -> Target:
     """The target called `name`: registered, built in, or from an entry point (imported now)."""
+    if not isinstance(name, str):
+        raise UnknownNameError("fuzz_target", "target", name, f"give a name; known: {', '.join(target_names())}")
     if name in _registry:
         return _registry[name]
     where = BUILTIN_TARGETS.get(name) or _entry_points().get(name)
     if where is None:
-        raise KeyError(f"no fuzz target {name!r}; known: {', '.join(target_names())}")
+        raise UnknownNameError("fuzz_target", "target", name, f"use one of the known: {', '.join(target_names())}",
+                               "no fuzz target of this name")
     module, _, attr = where.partition(":")
     target = getattr(importlib.import_module(module), attr)
     return register(target, replace=True)

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..errors import GemmError
+from ..errors import GemmError, as_int
 from ..runtime.compiler import include_dir
 from ..tma.spec import Swizzle, TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
@@ -46,6 +46,12 @@ _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half
 SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B": Swizzle.B128}
 
 
+def _extent(name: str, value) -> int:
+    """A problem extent: an int in 1..2^31-1 (the kernel takes int32 extents)."""
+    return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=2**31 - 1,
+                  fix="use 1 <= value < 2^31 (the kernel takes int32 extents)")
+
+
 def dtype_name(value) -> str:
     """The ml_dtypes / NumPy name of a dtype ("bf16" -> "bfloat16", "e4m3" -> "float8_e4m3fn")."""
     name = str(getattr(value, "name", value)).lower()
@@ -57,6 +63,10 @@ def generated_ns(type_name: str) -> tuple[int, ...]:
     """The N values wgmma_ops.cuh has an SS wrapper for (it is generated for a subset of the legal N)."""
     text = (include_dir() / "drvtma" / "wgmma_ops.cuh").read_text()
     return tuple(sorted({int(n) for n in re.findall(rf"wgmma_ss_{type_name}_n(\d+)\(", text)}))
+
+
+_INT_FIELDS = ("bm", "bn", "bk", "stages", "consumers", "producer_regs", "consumer_regs", "group_m", "inflight",
+               "cluster_m")
 
 
 @dataclass(frozen=True)
@@ -84,6 +94,21 @@ class GemmConfig:
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
         object.__setattr__(self, "out_dtype", dtype_name(self.out_dtype))
+        # types here, so the rules (check) compare numbers: 2.5 stages or "128" rows are refused by name
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if not (name == "bk" and value is None):
+                object.__setattr__(self, name, as_int(value, name, error=GemmError, rule="type"))
+        for name in ("setmaxnreg", "persistent", "streamk"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
+                                "a bool")
+            object.__setattr__(self, name, bool(value))
+        for name in ("swizzle", "mma"):
+            if not isinstance(getattr(self, name), str):
+                raise GemmError("type", name, getattr(self, name), "give the name as text (e.g. swizzle='128B', "
+                                "mma='wgmma')")
 
     def with_(self, **changes) -> GemmConfig:
         return replace(self, **changes)
@@ -234,9 +259,7 @@ class GemmConfig:
 
     def check_problem(self, m: int, n: int, k: int) -> None:
         """Shapes TMA can describe: 16-byte row strides of A, B (K) and C (N); int32 extents."""
-        for name, v in (("m", m), ("n", n), ("k", k)):
-            if not isinstance(v, (int, np.integer)) or not 1 <= v < 2**31:
-                raise GemmError("shape_range", name, v, "use 1 <= value < 2^31", "the kernel takes int32 extents")
+        m, n, k = (_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
         unit = 16 // self.itemsize
         if k % unit:
             raise GemmError("k_alignment", "k", k, f"pad K to a multiple of {unit} ({math.ceil(k / unit) * unit})",
@@ -312,6 +335,8 @@ class GemmConfig:
           wave (1.05x against 0.93x in one run; at 4096^3's 3.9 waves the split costs more than the tail: 0.95x
           against 0.99x);
         - else this configuration."""
+        m, n = _extent("m", m), _extent("n", n)
+        sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
         tiles = self.tiles(m, n)
         if (self.persistent and self.cluster_m == 1 and not self.streamk and tiles >= 8 * sm_count
                 and tiles % sm_count):

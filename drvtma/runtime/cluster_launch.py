@@ -9,15 +9,15 @@ CUDA_ERROR_INVALID_CLUSTER_SIZE from the launch.
 
 from __future__ import annotations
 
-from ..errors import ClusterError, CudaError
+from ..errors import ClusterError, CudaError, is_int
 
 PORTABLE_CLUSTER_CTAS = 8  # "the portable cluster size for sm_90 is 8" [doc D]
 NON_PORTABLE_CLUSTER_CTAS = 16  # H100/H200 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED [code, seen]
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 1 for d in dims):
+    dims = (value,) if is_int(value) else tuple(value) if isinstance(value, (tuple, list)) else ()
+    if not 1 <= len(dims) <= 3 or not all(is_int(d) and d >= 1 for d in dims):
         raise ClusterError("cluster_dims", what, value, "give a positive int or 1-3 positive ints")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 

@@ -11,7 +11,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from ..errors import NvrtcError
+from ..errors import ArgumentError, NvrtcError
 
 DEFAULT_ARCH = "sm_90a"
 _CACHE_FORMAT = "1"  # bump when what a cache entry holds changes
@@ -66,32 +66,52 @@ def find_source(source: str) -> Path:
     """The kernel file `source` names: an absolute path, a path under cu/ ("b08/pipelines.cu"), or a bare file name
     found in exactly one of cu/'s room folders ("pipelines.cu")."""
     if os.path.isabs(source):
-        return Path(source)
+        return _existing(Path(source), source)
     root = cu_dir()
     path = root / source
     if path.is_file() or "/" in source:
-        return path
+        return _existing(path, source)
     found = sorted(p for p in root.glob(f"*/{source}") if p.parent.name != "include")
     if len(found) == 1:
         return found[0]
     if found:
-        raise FileNotFoundError(f"{source!r} names {len(found)} kernels under {root}: "
-                                f"{', '.join(str(p.relative_to(root)) for p in found)}; give its folder")
-    raise FileNotFoundError(f"no kernel {source!r} under {root} (looked in {root}/*/)")
+        listed = ", ".join(str(p.relative_to(root)) for p in found)
+        raise ArgumentError("source_file", "source", source, f"give its folder too: {listed}",
+                            f"it names {len(found)} kernels under {root}")
+    raise ArgumentError("source_file", "source", source, "give a path, a path under cu/ or a kernel file name "
+                        "from one room folder", f"no kernel {source!r} under {root} (looked in {root}/*/)")
+
+
+def _existing(path: Path, source) -> Path:
+    if not path.is_file():
+        raise ArgumentError("source_file", "source", str(source), "give an existing .cu file",
+                            f"{path} does not exist")
+    return path
 
 
 def _resolve(source, name: str | None) -> tuple[str, bytes]:
     """(source name, source text) from a Path, a file name under cu/, or the text itself."""
     if isinstance(source, Path):
-        return name or source.name, source.read_bytes()
+        return name or source.name, _existing(source, source).read_bytes()
     if isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh")):
         path = find_source(source)
         return name or path.name, path.read_bytes()
+    if not isinstance(source, (str, bytes, bytearray)):
+        raise ArgumentError("source_type", "source", type(source).__name__, "give a Path, a .cu file name, or the "
+                            "CUDA source text (str or bytes)")
     text = source.encode() if isinstance(source, str) else bytes(source)
     return name or "drvtma_source.cu", text
 
 
 def build_options(arch: str, options=(), defines: dict | None = None) -> tuple[str, ...]:
+    if not isinstance(arch, str) or not arch.startswith(("sm_", "compute_")):
+        raise ArgumentError("compile_option", "arch", arch, "give an architecture such as 'sm_90a'")
+    if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) \
+            or not all(isinstance(o, str) for o in options):
+        raise ArgumentError("compile_option", "options", options, "give a list of option strings, e.g. "
+                            "['-lineinfo'] (a bare string would be split into characters)")
+    if defines is not None and not isinstance(defines, dict):
+        raise ArgumentError("compile_option", "defines", defines, "give a dict such as {'TILE': 64}")
     opts = [f"-arch={arch}", "-std=c++17", f"-I{include_dir()}"]
     opts += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
     opts += list(options)

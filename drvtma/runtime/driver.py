@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CudaError, NoGpuError
+from ..errors import ArgumentError, CudaError, NoGpuError, as_int
 
 try:  # the bindings import without a driver; the first call then fails (see _load_failure)
     from cuda.bindings import driver as cu
@@ -180,16 +180,17 @@ class DeviceBuffer:
     """Device memory owned by this object; freed by close(), a with-block, or the garbage collector."""
 
     def __init__(self, nbytes: int):
-        if nbytes <= 0:
-            raise ValueError(f"DeviceBuffer size must be positive, got {nbytes}")
+        self.nbytes = as_int(nbytes, "nbytes", rule="buffer_size", lo=1, fix="give a positive size in bytes")
         context()
-        self.nbytes = int(nbytes)
         self.ptr = int(call(cu.cuMemAlloc, self.nbytes))
         self._free = weakref.finalize(self, _free_device, self.ptr)
 
     @classmethod
     def from_array(cls, arr: np.ndarray) -> DeviceBuffer:
         arr = np.ascontiguousarray(arr)
+        if arr.dtype.hasobject:
+            raise ArgumentError("buffer_array", "arr", f"{arr.dtype} array", "give a NumPy array of numbers",
+                                "an object array holds Python pointers, not data")
         buf = cls(max(arr.nbytes, 1))
         buf.upload(arr)
         return buf

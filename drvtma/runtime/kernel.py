@@ -14,7 +14,7 @@ import numpy as np
 
 from . import cluster_launch, compiler, cubin
 from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
-from ..errors import CudaError, LaunchError
+from ..errors import CudaError, LaunchError, is_int
 
 _launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
 _SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute
@@ -23,13 +23,13 @@ PARAM_COUNT_DRIVER_VERSION = 13020
 
 
 def _dim3(value, what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)):
+    if is_int(value):
         dims = (value,)
     elif isinstance(value, (tuple, list)):
         dims = tuple(value)
     else:
         raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, (int, np.integer)) and d >= 1 for d in dims):
+    if not 1 <= len(dims) <= 3 or not all(is_int(d) and d >= 1 for d in dims):
         raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
     return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
 
@@ -50,8 +50,8 @@ class LaunchConfig:
             raise LaunchError(f"block {b} has {b[0] * b[1] * b[2]} threads; the limit is 1024")
         if g[1] > 65535 or g[2] > 65535 or g[0] > 2**31 - 1:
             raise LaunchError(f"grid {g} exceeds (2^31-1, 65535, 65535)")
-        if shared_mem < 0:
-            raise LaunchError(f"shared_mem must be >= 0, got {shared_mem}")
+        if not is_int(shared_mem) or shared_mem < 0:
+            raise LaunchError(f"shared_mem must be an int >= 0 (bytes of dynamic shared memory), got {shared_mem!r}")
         c = None if cluster is None else _dim3(cluster, "cluster")
         if c is not None:  # the shape rules; the size limit that depends on the kernel waits for prepare()
             cluster_launch.check_cluster_shape(g, c, non_portable=True)

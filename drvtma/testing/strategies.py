@@ -11,8 +11,9 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError, as_int
 from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
-from ..tma.spec import (MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
+from ..tma.spec import (ALL_RULES, MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
                         L2Promotion, OobFill, Swizzle, TensorMapSpec)
 from ..tma.rules import address_alignment
 from .optional import hypothesis
@@ -27,10 +28,12 @@ class RngChooser:
     """Chooser backed by a seeded NumPy Generator."""
 
     def __init__(self, rng: np.random.Generator):
+        if not isinstance(rng, np.random.Generator):
+            raise ArgumentError("chooser", "rng", type(rng).__name__, "give np.random.default_rng(seed)")
         self.rng = rng
 
     def integer(self, lo: int, hi: int) -> int:
-        return int(self.rng.integers(lo, hi + 1))
+        return int(self.rng.integers(*_bounds(lo, hi)))
 
     def choice(self, options):
         options = list(options)
@@ -47,7 +50,8 @@ class DrawChooser:
         self.draw, self.st = draw, hypothesis("DrawChooser", "hypothesis.strategies")
 
     def integer(self, lo: int, hi: int) -> int:
-        return self.draw(self.st.integers(lo, hi))
+        lo, hi = _bounds(lo, hi)
+        return self.draw(self.st.integers(lo, hi - 1))
 
     def choice(self, options):
         return self.draw(self.st.sampled_from(list(options)))
@@ -55,6 +59,29 @@ class DrawChooser:
     def chance(self, p: float) -> bool:
         # Shrinks towards False (a draw of 0 is False unless p = 1); p only sets the odds, in hundredths.
         return self.draw(self.st.integers(0, 99)) >= 100 - int(p * 100)
+
+
+def _bounds(lo, hi) -> tuple[int, int]:
+    """(lo, hi + 1) of an inclusive integer range, refused by name when it is empty or not of ints."""
+    lo, hi = as_int(lo, "lo", rule="chooser"), as_int(hi, "hi", rule="chooser")
+    if hi < lo:
+        raise ArgumentError("chooser", "lo, hi", (lo, hi), "give lo <= hi (an inclusive range)", "the range is empty")
+    return lo, hi + 1
+
+
+def _check_valid_options(dtypes, max_rank, max_dim, max_smem_bytes, max_extent_bytes) -> tuple[TmaDtype, ...]:
+    """build_valid_spec's options, refused by name before anything is drawn."""
+    if isinstance(dtypes, (str, TmaDtype)) or not hasattr(dtypes, "__iter__"):
+        raise ArgumentError("spec_options", "dtypes", dtypes, "give a sequence of dtypes, e.g. ('float16',)")
+    dtypes = tuple(tma_dtype(d) for d in dtypes)
+    if not dtypes:
+        raise ArgumentError("spec_options", "dtypes", dtypes, "give at least one dtype")
+    as_int(max_rank, "max_rank", rule="spec_options", lo=1, hi=5)
+    as_int(max_dim, "max_dim", rule="spec_options", lo=1, hi=1 << 20)
+    as_int(max_smem_bytes, "max_smem_bytes", rule="spec_options", lo=16)
+    if max_extent_bytes is not None:
+        as_int(max_extent_bytes, "max_extent_bytes", rule="spec_options", lo=16)
+    return dtypes
 
 
 # ---------------------------------------------------------------------------------------------- valid specs
@@ -67,6 +94,7 @@ def build_valid_spec(ch, *, dtypes=ALL_DTYPES, max_rank: int = 5, max_dim: int =
     ``max_extent_bytes`` bounds the bytes the tensor spans (GPU fuzzing: it must fit a real buffer);
     ``huge_dims`` lets the outermost axis (by stride) reach 2^32 elements when no extent bound is given.
     """
+    dtypes = _check_valid_options(dtypes, max_rank, max_dim, max_smem_bytes, max_extent_bytes)
     dt: TmaDtype = ch.choice(dtypes)
     s = dt.itemsize
     rank = ch.integer(1, max_rank)
@@ -181,6 +209,11 @@ def applicable_rules(spec: TensorMapSpec) -> list[str]:
 
 def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
     """A copy of a valid `spec` that breaks `rule` and no other (see `applicable_rules`)."""
+    if not isinstance(spec, TensorMapSpec):
+        raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a valid TensorMapSpec")
+    if rule not in ALL_RULES:
+        raise ArgumentError("spec_options", "rule", rule, f"use one of {', '.join(sorted(ALL_RULES))}",
+                            "not a tensor-map rule")
     r, s = spec.rank, spec.itemsize
     if rule == "rank":
         if ch.chance(0.5):
@@ -296,6 +329,8 @@ def build_coordinates(ch, spec: TensorMapSpec, *, outside: bool = True) -> tuple
 
     Mostly near the tensor (partly out of bounds, negative), sometimes entirely outside.
     """
+    if not isinstance(spec, TensorMapSpec):
+        raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a TensorMapSpec")
     unit = 16 // math.gcd(16, spec.itemsize)
     coords = []
     for axis, (n, b) in enumerate(zip(spec.shape, spec.box)):
@@ -343,6 +378,10 @@ def special_float_bits(dtype, *, random_words: int = 32, seed: int = 5) -> np.nd
     carries into the exponent, overflow to infinity, NaN payloads and signs, infinities, denormals, zeros;
     then `random_words` seeded random ones. Unsigned ints of the type's size."""
     dt = tma_dtype(dtype)
+    if not dt.is_float:
+        raise ArgumentError("spec_options", "dtype", dt.name, "give a floating type (float16, bfloat16, float32, "
+                            "tfloat32, float64, ...)", "special float values exist for floating types only")
+    random_words = as_int(random_words, "random_words", rule="spec_options", lo=0)
     carrier = np.dtype(f"u{dt.itemsize}")
     fixed = np.array(_SPECIAL_BITS[dt.itemsize], dtype=carrier)
     rng = np.random.default_rng(seed)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from ..errors import TensorMapError, is_int
 from ..runtime.arrays import strided_view
 from .spec import contiguous_strides_bytes
 
@@ -49,6 +50,11 @@ def array_layout(obj) -> ArrayLayout:
     """The layout of a NumPy array, a DLPack / CUDA Array Interface exporter, or a cuda.core StridedMemoryView."""
     if isinstance(obj, np.ndarray):
         return ArrayLayout(obj.dtype, obj.shape, obj.strides, None, obj)
+    if not is_array(obj):
+        raise TensorMapError("array", "arr", type(obj).__name__, "give a NumPy array or a device array (torch, "
+                             "CuPy, JAX, cuda.core)", "it has neither __dlpack__ nor __cuda_array_interface__")
+    if not hasattr(obj, "__dlpack__"):
+        _check_cai(obj.__cuda_array_interface__)
     view = strided_view(obj)
     if view is None:  # a CUDA Array Interface exporter, and no driver for cuda.core to ask about its pointer
         return _cai_layout(obj)
@@ -85,6 +91,32 @@ def _dlpack_code(message: str) -> int | None:
         return int(tail[1]) if len(tail) == 2 else None
     except ValueError:
         return None
+
+
+def _check_cai(cai) -> None:
+    """The CUDA Array Interface's required keys, read here before cuda.core (or the driver) sees them."""
+    def bad(key, value, fix):
+        return TensorMapError("array", f"__cuda_array_interface__[{key!r}]", value, fix,
+                              "not a CUDA Array Interface (version 3) dict")
+
+    if not isinstance(cai, dict):
+        raise bad("", type(cai).__name__, "give a dict with shape, typestr, data and version")
+    shape = cai.get("shape")
+    if not isinstance(shape, (tuple, list)) or not all(is_int(n) and n >= 0 for n in shape):
+        raise bad("shape", shape, "give a tuple of non-negative ints")
+    try:
+        if not isinstance(cai.get("typestr"), str):
+            raise TypeError  # np.dtype(None) would be float64
+        np.dtype(cai["typestr"])
+    except (TypeError, ValueError):
+        raise bad("typestr", cai.get("typestr"), "give a NumPy type string such as '<f4'") from None
+    data = cai.get("data")
+    if not (isinstance(data, (tuple, list)) and len(data) == 2 and is_int(data[0]) and data[0] >= 0):
+        raise bad("data", data, "give (pointer, read_only) with a non-negative int pointer")
+    strides = cai.get("strides")
+    if strides is not None and (not isinstance(strides, (tuple, list)) or len(strides) != len(shape)
+                                or not all(is_int(v) for v in strides)):
+        raise bad("strides", strides, "give None (C order) or one int per axis")
 
 
 def _cai_layout(obj) -> ArrayLayout:

@@ -15,10 +15,15 @@ import ctypes
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import TensorMapError
+from ..errors import address as as_address
 from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
 from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
-from .spec import MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
+from .rules import address_error, validate_all
+from .spec import (DRIVER_RULES, MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle,
+                   TensorMapSpec)
 
 # (bit offset, width) of each field; per-dimension fields list one entry per TMA dimension (fastest first).
 ADDRESS = (0, 64)
@@ -63,26 +68,43 @@ def put(value: int, where: tuple[int, int], x: int) -> int:
 def map_bytes(obj) -> bytes:
     """The 128 bytes of a TensorMap, a cuda.core TensorMapDescriptor, a cuda-python CUtensorMap, or bytes/hex."""
     if isinstance(obj, str):
-        raw = bytes.fromhex(obj.strip().removeprefix("0x").replace(" ", "").replace("_", ""))
+        text = obj.strip().removeprefix("0x").replace(" ", "").replace("_", "")
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raise TensorMapError("decode_hex", "bytes", obj[:40] + ("..." if len(obj) > 40 else ""),
+                                 f"give {2 * TENSOR_MAP_BYTES} hex digits (one 0x prefix at most)",
+                                 "not hex text: a digit that is not 0-9a-f, an odd count, or a second 0x") from None
     elif isinstance(obj, (bytes, bytearray, memoryview)):
         raw = bytes(obj)
-    elif hasattr(obj, "to_bytes") and callable(obj.to_bytes) and not isinstance(obj, int):
+    elif hasattr(obj, "to_bytes") and callable(obj.to_bytes) and not isinstance(obj, (int, np.integer)):
         raw = obj.to_bytes()  # drvtma TensorMap
     elif type(obj).__name__ == "TensorMapDescriptor":
         raw = _cuda_core_bytes(obj)
     elif hasattr(obj, "getPtr"):  # cuda.bindings CUtensorMap
         raw = ctypes.string_at(int(obj.getPtr()), TENSOR_MAP_BYTES)
     else:
-        try:
-            import numpy as np
-
-            raw = np.asarray(obj, dtype=np.uint8).tobytes()
-        except (TypeError, ValueError):
-            raise TypeError(f"cannot read tensor-map bytes from a {type(obj).__name__}") from None
+        raw = _array_bytes(obj)
     if len(raw) != TENSOR_MAP_BYTES:
         raise TensorMapError("decode_size", "bytes", len(raw), f"give exactly {TENSOR_MAP_BYTES} bytes "
                              f"({2 * TENSOR_MAP_BYTES} hex digits)")
     return raw
+
+
+def _array_bytes(obj) -> bytes:
+    """Bytes from a sequence or array of values 0..255 (never truncated: 1.5 or 300 are refused)."""
+    how = "give bytes, hex text, a drvtma TensorMap, a cuda.core TensorMapDescriptor or 128 values 0..255"
+    if obj is None or isinstance(obj, (int, float, np.integer, np.floating)):
+        raise TensorMapError("decode_type", "bytes", type(obj).__name__, how, "not the bytes of a map")
+    try:
+        arr = np.asarray(obj)
+    except (TypeError, ValueError) as exc:
+        raise TensorMapError("decode_type", "bytes", type(obj).__name__, how, str(exc)) from None
+    if arr.dtype == np.uint8:
+        return arr.tobytes()
+    if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() > 255)):
+        raise TensorMapError("decode_type", "bytes", f"{arr.dtype} array", how, "bytes are integers 0..255")
+    return arr.astype(np.uint8).tobytes()
 
 
 def _cuda_core_bytes(desc) -> bytes:
@@ -201,8 +223,17 @@ def derived_words(spec: TensorMapSpec) -> tuple[int, int]:
 def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     """The bytes the driver writes for a valid spec, computed on the host (the decoder's inverse; no driver call).
 
-    Rank 1 stores no stride (the dummy stride drvtma passes the driver is dropped)."""
-    address = spec.base_address if address is None else address
+    Rank 1 stores no stride (the dummy stride drvtma passes the driver is dropped). A spec the driver would refuse
+    (its rules: `rules.DRIVER_RULES`) is refused here too: its fields would not fit the bytes."""
+    if not isinstance(spec, TensorMapSpec):
+        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
+    address = spec.base_address if address is None else as_address(address, "address", error=TensorMapError)
+    if address is None:
+        raise TensorMapError("address_missing", "address", None, "give an address, or set the spec's base_address")
+    broken = [e for e in validate_all(spec.replace(base_address=None)) if e.rule in DRIVER_RULES]
+    broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
+    if broken:
+        raise broken[0]
     p = spec.tma_params()
     dt = spec.dtype
     v = put(0, ADDRESS, address)

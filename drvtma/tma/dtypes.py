@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from ..errors import TensorMapError
+from ..errors import TensorMapError, is_int
 
 # Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
 # fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first (tma-facts §1); f64, f32_ftz and both tf32 types
@@ -100,7 +100,11 @@ def tma_dtype(value) -> TmaDtype:
     """A TmaDtype from a TmaDtype, a name ("bf16", "float32"), a NumPy dtype/type, or an enum value 0..12."""
     if isinstance(value, TmaDtype):
         return value
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if value is None or isinstance(value, (bool, np.bool_, float)):  # np.dtype(None) would be float64
+        names = ", ".join(d.name for d in ALL_DTYPES)
+        raise TensorMapError("enum", "dtype", value, f"name the element type: one of {names}",
+                             f"{type(value).__name__} is not a dtype")
+    if is_int(value):
         if int(value) in _BY_ENUM:
             return _BY_ENUM[int(value)]
         if int(value) in SM100_ONLY_DTYPE_ENUMS:
@@ -116,7 +120,7 @@ def tma_dtype(value) -> TmaDtype:
             return _ALIASES[key]
     try:
         np_dtype = np.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):
         np_dtype = None
     if np_dtype is not None and np_dtype.newbyteorder("=") in _BY_NUMPY and np_dtype.isnative:
         return _BY_NUMPY[np_dtype.newbyteorder("=")]

@@ -12,7 +12,8 @@ import ctypes
 
 import numpy as np
 
-from ..errors import CudaError
+from ..errors import CudaError, TensorMapError, as_int, is_int
+from ..errors import address as as_address
 from ..runtime.driver import DeviceBuffer
 from .arrays import array_layout, is_array
 from .rules import address_error, bounds_error, validate_all
@@ -25,12 +26,16 @@ def _resolve_target(base_address: int | None, target) -> tuple[int, object, int 
     """(address, object to keep alive, bytes available from the address) for an encode or replace target."""
     if target is None:
         if base_address is None:
-            raise ValueError("no address: give a DeviceBuffer or an address, or set the spec's base_address")
+            raise TensorMapError("address_missing", "target", None, "give a DeviceBuffer, a device array or an "
+                                 "address, or set the spec's base_address", "the map needs a global address")
         return base_address, None, None
-    if isinstance(target, (int, np.integer)):
-        return int(target), None, None
+    if is_int(target) or isinstance(target, str):
+        return as_address(target, "target", error=TensorMapError), None, None
     if hasattr(target, "ptr") and hasattr(target, "nbytes") and not hasattr(target, "__dlpack__"):
-        ptr, nbytes = int(target.ptr), int(target.nbytes)
+        if getattr(target, "closed", False):
+            raise TensorMapError("target_closed", "target", repr(target), "encode for an open DeviceBuffer")
+        ptr = as_address(target.ptr, "target.ptr", error=TensorMapError)
+        nbytes = as_int(target.nbytes, "target.nbytes", error=TensorMapError, rule="type", lo=0)
         # A spec made by from_buffer(buf, offset_bytes=...) points inside the buffer: keep that offset.
         if base_address is not None and ptr <= base_address < ptr + nbytes:
             return base_address, target, ptr + nbytes - base_address
@@ -38,20 +43,25 @@ def _resolve_target(base_address: int | None, target) -> tuple[int, object, int 
     if is_array(target):  # torch, CuPy, JAX, cuda.core: the map may reach as far as the array does
         layout = array_layout(target)
         if layout.address is None:
-            raise TypeError(f"encode target {type(target).__name__} is in host memory; a tensor map needs device "
-                            "memory")
+            raise TensorMapError("target_host", "target", type(target).__name__, "copy the array to the device "
+                                 "(a DeviceBuffer, torch, CuPy, ...)", "it is in host memory; a tensor map needs "
+                                 "device memory")
         return layout.address, target, layout.extent_bytes
-    raise TypeError(f"encode target must be a DeviceBuffer, a device array (DLPack / CUDA Array Interface), an int "
-                    f"address or None, got {type(target).__name__}")
+    raise TensorMapError("type", "target", type(target).__name__, "give a DeviceBuffer, a device array (DLPack / "
+                         "CUDA Array Interface), an int address or None (the spec's base_address)",
+                         "not an encode target")
 
 
 def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
                  smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> TensorMap:
     """Validate `spec` and encode it with cuTensorMapEncodeTiled for `target` (DeviceBuffer, device array, address
     or None: the spec's base_address)."""
+    if not isinstance(spec, TensorMapSpec):
+        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec (TensorMapSpec.create, "
+                             "from_dict, for_array)", "encode_tiled encodes specs")
     if type(target) is DeviceBuffer:  # the common case first; any other target goes the long way
         if target.closed:
-            raise ValueError("encode target is a closed DeviceBuffer")
+            raise TensorMapError("target_closed", "target", repr(target), "encode for an open DeviceBuffer")
         address, keepalive, available = target.ptr, target, target.nbytes
         if spec.base_address is not None and address <= spec.base_address < address + available:
             address, available = spec.base_address, address + available - spec.base_address
@@ -59,6 +69,8 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
         address, keepalive, available = _resolve_target(spec.base_address, target)
     if validate and address % (32 if spec.interleave == Interleave.B32 else 16):  # address_error's test, inlined
         raise address_error(address, spec.interleave)
+    if smem_limit is not SMEM_PER_BLOCK_OPTIN_SM90:
+        smem_limit = as_int(smem_limit, "smem_limit", error=TensorMapError, rule="type", lo=0)
     try:
         geometry = _geometry(spec, smem_limit if validate else None)
     except _Unrepresentable as exc:

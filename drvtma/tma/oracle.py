@@ -69,7 +69,15 @@ def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
     Each coordinate must fit a signed 32-bit int, and the innermost one times the element size must be a multiple
     of 16 B: otherwise the load faults with a sticky CUDA_ERROR_ILLEGAL_INSTRUCTION that ends the context [seen].
     """
-    c = np.asarray(coords, dtype=np.int64)
+    try:
+        c = np.asarray(coords)
+    except (TypeError, ValueError):  # ragged
+        c = None
+    if c is None or (c.size and c.dtype.kind not in "iu"):
+        kind = "ragged" if c is None else str(c.dtype)
+        raise TensorMapError("coord_type", "coordinates", kind, "give integer coordinates (NumPy order), one "
+                             "tuple per box", "coordinates are integers (1.5 would be truncated)")
+    c = c.astype(np.int64)
     if c.ndim == 1:
         c = c[None, :]
     if c.ndim != 2 or c.shape[1] != spec.rank:

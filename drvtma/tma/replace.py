@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TensorMapError
+from ..errors import TensorMapError, as_int
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT32_FTZ, FLOAT64, INT32, INT64, TF32_DTYPES, TF32_OF, TFLOAT32,
                      TFLOAT32_FTZ, UINT8, UINT16, UINT32, UINT64, tma_dtype)
 from .spec import MAX_RANK, TensorMapSpec, to_tma_order
@@ -66,8 +66,12 @@ class Edit:
 
     def __post_init__(self):
         if self.field not in FIELDS:
-            raise ValueError(f"unknown field {self.field!r}; fields: {', '.join(FIELDS)}")
+            raise TensorMapError("replace_field", "field", self.field, f"use one of {', '.join(FIELDS)}",
+                                 "tensormap.replace.tile has no such field")
         width = 64 if self.field in ("global_address", "global_stride") else 32
+        object.__setattr__(self, "value", as_int(self.value, self.field, error=TensorMapError, rule="replace_value"))
+        object.__setattr__(self, "ord", as_int(self.ord, f"{self.field} ord", error=TensorMapError,
+                                               rule="replace_ord"))
         if not 0 <= self.value < (1 << width):
             raise TensorMapError("replace_value", self.field, self.value, f"the operand is .b{width}")
         if self.checked:
@@ -85,7 +89,7 @@ class Edit:
     # ---- constructors that translate drvtma's names into PTX's values
     @classmethod
     def rank(cls, rank: int) -> Edit:
-        return cls("rank", int(rank) - 1)
+        return cls("rank", as_int(rank, "rank", error=TensorMapError, rule="replace_range", lo=1, hi=MAX_RANK) - 1)
 
     @classmethod
     def elemtype(cls, dtype) -> Edit:
@@ -102,23 +106,34 @@ def _set(values: tuple, index: int, value) -> tuple:
     return tuple(out)
 
 
+def _check_types(spec, edit) -> None:
+    if not isinstance(spec, TensorMapSpec):
+        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
+    if not isinstance(edit, Edit):
+        raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
+
+
 def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
     """The spec an edit makes (NumPy order). A rank edit keeps the innermost dims when shrinking; growing needs the
     bytes (the slots past the old rank hold what the driver left there): use `decode(apply_to_bytes(...))`."""
+    _check_types(spec, edit)
     r, f, v = spec.rank, edit.field, edit.value
     if f == "global_address":
         return spec.replace(base_address=v)
     if f == "rank":
         new = (v & 7) + 1
         if new > r:
-            raise ValueError("growing the rank depends on the bytes: decode(apply_to_bytes(...)) instead")
+            raise TensorMapError("replace_rank_grow", "rank", new, "use decode(apply_to_bytes(...)): the slots "
+                                 "past the old rank hold what the driver left there", f"the spec has rank {r}")
         keep = slice(r - new, r)
         return spec.replace(shape=spec.shape[keep], strides_bytes=spec.strides_bytes[keep], box=spec.box[keep],
                             element_strides=spec.element_strides[keep])
     if f in ORD_FIELDS:
         d = edit.ord + (1 if f == "global_stride" else 0)
         if d >= r:
-            raise ValueError(f"{f} ord {edit.ord} is past the rank-{r} map (a later rank edit may expose it)")
+            raise TensorMapError("replace_ord", f"{f} ord", edit.ord, f"use ord < {r - (f == 'global_stride')} "
+                                 "(TMA order), or apply_to_bytes after a rank edit",
+                                 f"past the rank-{r} map (a later rank edit may expose it)")
         attr = {"box_dim": "box", "global_dim": "shape", "global_stride": "strides_bytes",
                 "element_stride": "element_strides"}[f]
         stored = {"box_dim": ((v - 1) & 0xFF) + 1, "global_dim": ((v - 1) & 0xFFFFFFFF) + 1,
@@ -140,8 +155,11 @@ def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
 
 def edits_to(spec: TensorMapSpec, target: TensorMapSpec) -> list[Edit]:
     """Edits that turn a map of `spec` into one of `target` (same rank), each field only where it differs."""
+    _check_types(spec, Edit("rank", 0))
+    _check_types(target, Edit("rank", 0))
     if spec.rank != target.rank:
-        raise ValueError("edits_to keeps the rank; add Edit.rank(...) yourself")
+        raise TensorMapError("replace_rank", "target.rank", target.rank, "add Edit.rank(...) yourself",
+                             f"edits_to keeps the rank ({spec.rank})")
     out: list[Edit] = []
     if target.base_address != spec.base_address and target.base_address is not None:
         out.append(Edit("global_address", target.base_address))
@@ -190,6 +208,8 @@ def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = No
     if clears_small_tensor_bit is None:
         clears_small_tensor_bit = ptxas_clears_small_tensor_bit()
 
+    if not isinstance(edit, Edit):
+        raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
     v = int.from_bytes(D.map_bytes(raw), "little")
     f, x, k = edit.field, edit.value, edit.ord
     if f == "global_address":

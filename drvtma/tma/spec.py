@@ -26,6 +26,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from ..errors import TensorMapError, address, as_int, as_ints, is_int
 from .dtypes import TmaDtype, tma_dtype
 
 MAX_RANK = 5
@@ -88,24 +89,24 @@ def _enum_value(value, enum: type[IntEnum], what: str) -> int:
                "ZEROS": "ZERO"}.get(key, key)
         if key in enum.__members__:
             return enum.__members__[key]
-        raise ValueError(f"{what} {value!r} is not one of {', '.join(enum.__members__)}")
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    elif is_int(value):
         try:
             return enum(int(value))
         except ValueError:
             return int(value)
-    raise TypeError(f"{what} must be a name or an int, got {type(value).__name__}")
+    names = ", ".join(f"{m.name}={int(m)}" for m in enum)
+    raise TensorMapError("enum", what, value, f"use one of {names} (a member, its name or its int)",
+                         f"not a {what} value")
 
 
 def _int_tuple(values, what: str) -> tuple[int, ...]:
-    if isinstance(values, (int, np.integer)):
-        values = (values,)
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{what} must hold ints, got {v!r}")
-        out.append(int(v))
-    return tuple(out)
+    return as_ints(values, what, error=TensorMapError, rule="type")
+
+
+def _flag(value, what: str) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TensorMapError("type", what, value, f"give {what}=True or False", f"{type(value).__name__} is not a bool")
 
 
 def to_tma_order(values) -> tuple:
@@ -167,8 +168,10 @@ class TensorMapSpec:
         put(self, "swizzle", _enum_value(self.swizzle, Swizzle, "swizzle"))
         put(self, "l2_promotion", _enum_value(self.l2_promotion, L2Promotion, "l2_promotion"))
         put(self, "oob_fill", _enum_value(self.oob_fill, OobFill, "oob_fill"))
-        if self.base_address is not None:
-            put(self, "base_address", int(self.base_address))
+        if self.base_address is not None:  # an int or hex text ("0x7f0000001000"), as JSON and the CLI give it
+            put(self, "base_address", address(self.base_address, error=TensorMapError))
+        put(self, "allow_overlap", _flag(self.allow_overlap, "allow_overlap"))
+        put(self, "allow_undocumented", _flag(self.allow_undocumented, "allow_undocumented"))
 
     def __getstate__(self) -> dict:
         """The fields only: encode_tiled's memo of the checked geometry (a driver object) stays behind, so an
@@ -179,10 +182,15 @@ class TensorMapSpec:
     @classmethod
     def create(cls, dtype, shape, box, *, strides=None, strides_bytes=None, **options) -> TensorMapSpec:
         """A spec from a shape and optional strides, in elements (``strides``) or bytes; default contiguous."""
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise TensorMapError("spec_json", ", ".join(sorted(unknown)), "unknown tensor-map option(s)",
+                                 f"use only {', '.join(sorted(_OPTIONS))}")
         dt = tma_dtype(dtype)
         shape = _int_tuple(shape, "shape")
         if strides is not None and strides_bytes is not None:
-            raise ValueError("give strides (elements) or strides_bytes, not both")
+            raise TensorMapError("strides", "strides, strides_bytes", (strides, strides_bytes),
+                                 "give strides (elements) or strides_bytes, not both")
         if strides is not None:
             strides_bytes = tuple(s * dt.itemsize for s in _int_tuple(strides, "strides"))
         elif strides_bytes is None:
@@ -202,8 +210,9 @@ class TensorMapSpec:
         layout = array_layout(arr)
         dt = tma_dtype(dtype if dtype is not None else layout.dtype)
         if dt.itemsize != layout.dtype.itemsize:
-            raise ValueError(f"dtype {dt} ({dt.itemsize} B) does not match the array's {layout.dtype} "
-                             f"({layout.dtype.itemsize} B)")
+            raise TensorMapError("dtype_size", "dtype", dt.name, f"use a {layout.dtype.itemsize}-byte type, or "
+                                 "leave dtype out", f"{dt.name} ({dt.itemsize} B) does not match the array's "
+                                 f"{layout.dtype} ({layout.dtype.itemsize} B)")
         if layout.address is not None:
             options.setdefault("base_address", layout.address)
         return cls(dt, layout.shape, layout.strides_bytes, box, **options)
@@ -212,28 +221,43 @@ class TensorMapSpec:
     def from_buffer(cls, buf, dtype, shape, box, *, strides=None, strides_bytes=None, offset_bytes: int = 0,
                     **options) -> TensorMapSpec:
         """A spec for a tensor that starts ``offset_bytes`` into a DeviceBuffer (or any object with ``.ptr``)."""
+        ptr = getattr(buf, "ptr", None)
+        if ptr is None:
+            raise TensorMapError("type", "buf", type(buf).__name__, "give a DeviceBuffer (or any object with .ptr); "
+                                 "for an array use TensorMapSpec.for_array", "it has no .ptr")
+        offset = as_int(offset_bytes, "offset_bytes", error=TensorMapError, rule="type", lo=0)
         return cls.create(dtype, shape, box, strides=strides, strides_bytes=strides_bytes,
-                          base_address=int(buf.ptr) + int(offset_bytes), **options)
+                          base_address=address(ptr, "buf.ptr", error=TensorMapError) + offset, **options)
 
     @classmethod
     def from_dict(cls, d: dict) -> TensorMapSpec:
         """A spec from a dict such as JSON gives: dtype, shape, box, and optional strides / strides_bytes, ..."""
+        if not isinstance(d, dict):
+            raise TensorMapError("spec_json", "spec", type(d).__name__,
+                                 'give an object: {"dtype": "float16", "shape": [64, 64], "box": [64, 64]}',
+                                 "a tensor-map spec is a JSON object (dict)")
         d = dict(d)
         known = {f.name for f in dataclasses.fields(cls)} | {"strides"}
         unknown = set(d) - known
         if unknown:
-            raise ValueError(f"unknown tensor-map field(s): {', '.join(sorted(unknown))}; known: "
-                             f"{', '.join(sorted(known))}")
+            raise TensorMapError("spec_json", ", ".join(sorted(map(str, unknown))), "unknown tensor-map field(s)",
+                                 f"use only {', '.join(sorted(known))}")
         for key in ("dtype", "shape", "box"):
             if key not in d:
-                raise ValueError(f"a tensor-map spec needs {key!r}")
-        if isinstance(d.get("base_address"), str):
-            d["base_address"] = int(d["base_address"], 0)
+                raise TensorMapError("spec_json", key, "missing", f"add {key!r}: a tensor-map spec needs dtype, "
+                                     "shape and box")
         return cls.create(d.pop("dtype"), d.pop("shape"), d.pop("box"), **d)
 
     @classmethod
     def from_json(cls, text: str) -> TensorMapSpec:
-        return cls.from_dict(json.loads(text))
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise TensorMapError("spec_json", "json", type(text).__name__, "give JSON text (from_dict takes a dict)")
+        try:
+            d = json.loads(text)
+        except ValueError as exc:
+            raise TensorMapError("spec_json", "json", str(text)[:60], 'give a JSON object such as {"dtype": '
+                                 '"float16", "shape": [64, 64], "box": [64, 64]}', f"not JSON ({exc})") from None
+        return cls.from_dict(d)
 
     def to_dict(self) -> dict:
         """JSON-ready fields (enum names, hex address); `from_dict` reads it back."""
@@ -313,7 +337,7 @@ class TensorMapSpec:
         """Raise the first TensorMapError; return self when every rule holds."""
         from .rules import validate_all
 
-        errors = validate_all(self, smem_limit=smem_limit)
+        errors = validate_all(self, smem_limit=_smem_limit(smem_limit))
         if errors:
             raise errors[0]
         return self
@@ -321,7 +345,7 @@ class TensorMapSpec:
     def is_valid(self, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> bool:
         from .rules import validate_all
 
-        return not validate_all(self, smem_limit=smem_limit)
+        return not validate_all(self, smem_limit=_smem_limit(smem_limit))
 
     def describe(self) -> str:
         from .rules import describe_spec
@@ -330,6 +354,14 @@ class TensorMapSpec:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+_OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "base_address",
+                      "allow_overlap", "allow_undocumented"})
+
+
+def _smem_limit(value) -> int:
+    return as_int(value, "smem_limit", error=TensorMapError, rule="type", lo=0)
 
 
 def contiguous_strides_bytes(shape, itemsize: int) -> tuple[int, ...]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import StoreStraddleWarning, TensorMapError
+from ..errors import StoreStraddleWarning, TensorMapError, as_int
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, UINT16, UINT32, UINT64, TmaDtype,
                      tma_dtype)
 from .oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
@@ -68,7 +68,7 @@ def check_reduction(op: str, dtype) -> None:
     dt = tma_dtype(dtype)
     if op == STORE:
         return
-    if op not in REDUCE_DTYPES:
+    if not isinstance(op, str) or op not in REDUCE_DTYPES:
         raise TensorMapError("reduce_op", "op", op, f"use 'store' or one of {', '.join(REDUCE_OPS)}",
                              "not a cp.reduce.async.bulk.tensor operation")
     allowed = REDUCE_DTYPES[op]
@@ -85,6 +85,8 @@ def check_reduction(op: str, dtype) -> None:
 
 def check_store_spec(spec: TensorMapSpec, op: str = STORE) -> TensorMapSpec:
     """Validate a map used for stores or reductions; warn (StoreStraddleWarning) when its inner edge straddles."""
+    if not isinstance(spec, TensorMapSpec):
+        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
     spec.validate()
     check_reduction(op, spec.dtype)
     if spec.interleave != Interleave.NONE:
@@ -115,6 +117,8 @@ def check_store_coordinates(spec: TensorMapSpec, coords) -> tuple[int, ...]:
 
 def check_bulk_store(dst_offset: int, nbytes: int) -> None:
     """1D bulk store rules: 16-byte aligned destination, a positive size that is a multiple of 16 [doc]."""
+    dst_offset = as_int(dst_offset, "dst", error=TensorMapError, rule="bulk_alignment")
+    nbytes = as_int(nbytes, "bytes", error=TensorMapError, rule="bulk_size")
     if dst_offset % CHUNK_BYTES:
         raise TensorMapError("bulk_alignment", "dst", dst_offset, "use a 16-byte aligned destination",
                              f"the destination is {dst_offset % 16} B past a 16-byte boundary")
@@ -145,8 +149,7 @@ class StoreTargets:
 
 def store_targets(spec: TensorMapSpec, coords) -> StoreTargets:
     """Which box elements a store or reduction at `coords` (NumPy order) writes, and to which global bytes."""
-    if any(c < 0 for c in coords):
-        raise ValueError(f"coordinates {tuple(coords)}: a negative store coordinate faults; nothing to predict")
+    coords = check_store_coordinates(spec, coords)
     counts = spec.loaded_counts
     kept, offsets = [], []
     last = spec.rank - 1
@@ -272,8 +275,10 @@ def apply_store(memory: np.ndarray, base_offset: int, spec: TensorMapSpec, coord
     """Apply one store or reduction to `memory` (bytes, modified in place) for a tensor at `base_offset`."""
     targets = store_targets(spec, coords)
     s = spec.itemsize
+    base_offset = as_int(base_offset, "base_offset", error=TensorMapError, rule="type", lo=0)
     if base_offset % s:
-        raise ValueError(f"base offset {base_offset} is not a multiple of the element size {s}")
+        raise TensorMapError("base_offset_alignment", "base_offset", base_offset,
+                             f"use a multiple of the element size ({s} B)", "elements are read whole")
     elements = memory.view(spec.dtype.numpy)
     index = (base_offset + targets.byte_offsets) // s
     values = np.asarray(box, dtype=spec.dtype.numpy).reshape(spec.loaded_counts)[targets.box_index]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
-from ..errors import WgmmaError
+from ..errors import WgmmaError, as_int, is_int
 from ..tma.spec import Swizzle
 
 FIELD_BITS = 14
@@ -39,6 +39,11 @@ _WGMMA_TO_TMA = {v: k for k, v in _TMA_TO_WGMMA.items()}
 def from_tma_swizzle(tma_swizzle) -> WgmmaSwizzle:
     """The wgmma code for a `CUtensorMapSwizzle` (0/1/2/3 = none/32B/64B/128B -> 0/3/2/1)."""
     try:
+        if isinstance(tma_swizzle, str):
+            return _TMA_TO_WGMMA[Swizzle.__members__[{"NONE": "NONE", "32B": "B32", "64B": "B64", "128B": "B128"}
+                                                     .get(tma_swizzle.strip().upper(), tma_swizzle)]]
+        if not is_int(tma_swizzle):
+            raise ValueError
         return _TMA_TO_WGMMA[Swizzle(int(tma_swizzle))]
     except (ValueError, KeyError):
         raise WgmmaError("swizzle_code", "tma_swizzle", tma_swizzle, "use a TMA swizzle 0..3 (none, 32B, 64B, 128B)",
@@ -59,14 +64,14 @@ def wgmma_swizzle(value) -> WgmmaSwizzle:
         key = {"128B": "B128", "64B": "B64", "32B": "B32", "INTERLEAVE": "NONE", "0": "NONE"}.get(key, key)
         if key in WgmmaSwizzle.__members__:
             return WgmmaSwizzle[key]
-    elif isinstance(value, int) and 0 <= value <= 3:
-        return WgmmaSwizzle(value)
+    elif is_int(value) and 0 <= value <= 3:
+        return WgmmaSwizzle(int(value))
     raise WgmmaError("swizzle_code", "swizzle", value, "use 0 (none), 1 (128B), 2 (64B) or 3 (32B)",
                      "bits 62-63 hold one of four layouts")
 
 
 def _encode_field(name: str, value: int) -> int:
-    if not isinstance(value, int) or value < 0 or value >= FIELD_LIMIT:
+    if value < 0 or value >= FIELD_LIMIT:
         raise WgmmaError("field_range", name, value, f"use 0 <= {name} < {FIELD_LIMIT} B (14 bits of 16-B units)",
                          "the field holds (x & 0x3FFFF) >> 4")
     if value % 16:
@@ -87,6 +92,9 @@ class SmemDescriptor:
     base_offset: int = 0
 
     def __post_init__(self):
+        # NumPy integers are integers; bool, float and text are not (ranges are encode's: describe shows any int)
+        for name in ("start", "lbo", "sbo", "base_offset"):
+            object.__setattr__(self, name, as_int(getattr(self, name), name, error=WgmmaError, rule="field_type"))
         object.__setattr__(self, "swizzle", wgmma_swizzle(self.swizzle))
 
     @property
@@ -96,17 +104,17 @@ class SmemDescriptor:
 
     def encode(self) -> int:
         """The 64-bit value; fields that do not fit or are not 16-B multiples are refused by name."""
-        if not isinstance(self.base_offset, int) or not 0 <= self.base_offset <= 7:
+        if not 0 <= self.base_offset <= 7:
             raise WgmmaError("base_offset_range", "base_offset", self.base_offset, "use 0..7", "a 3-bit field")
         return (_encode_field("start", self.start) | _encode_field("lbo", self.lbo) << 16
                 | _encode_field("sbo", self.sbo) << 32 | self.base_offset << 49 | int(self.swizzle) << 62)
 
     @classmethod
     def decode(cls, value: int) -> SmemDescriptor:
-        """Fields of a 64-bit value; set reserved bits are refused (a tcgen05 descriptor sets bit 46)."""
-        value = int(value)
-        if not 0 <= value < 1 << 64:
-            raise WgmmaError("field_range", "descriptor", value, "give a 64-bit unsigned value")
+        """Fields of a 64-bit value (an int or hex text); set reserved bits are refused (a tcgen05 descriptor sets
+        bit 46)."""
+        value = as_int(value, "descriptor", error=WgmmaError, rule="field_range", lo=0, hi=(1 << 64) - 1, text=True,
+                       fix="give a 64-bit unsigned value (an int, or hex text such as 0x4000004000010040)")
         if value & _RESERVED_MASK:
             bits = [b for b in range(64) if value >> b & 1 and _RESERVED_MASK >> b & 1]
             raise WgmmaError("reserved_bits", "descriptor", hex(value), "clear bits " + ", ".join(map(str, bits)),
@@ -119,7 +127,7 @@ class SmemDescriptor:
 
     def advanced(self, nbytes: int) -> SmemDescriptor:
         """The same descriptor with the start moved by `nbytes` (a k-step)."""
-        return replace(self, start=self.start + nbytes)
+        return replace(self, start=self.start + as_int(nbytes, "nbytes", error=WgmmaError, rule="field_type"))
 
     def describe(self) -> str:
         """Fields in bytes and encoded units, and the 64-bit value."""

@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle
+from .descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle
 from .dtypes import K_BYTES, M, wgmma_type
 from .rules import check_operands
-from ..errors import WgmmaError
+from ..errors import WgmmaError, as_int
 from ..tma.spec import Interleave, TensorMapSpec
 
 TMA_SMEM_ALIGNMENT = 128
@@ -49,6 +49,9 @@ class TileLayout:
 
 def tile_layout(spec: TensorMapSpec, major: str, *, panels: int = 1, dtype=None) -> TileLayout:
     """The layout of `panels` boxes of `spec` placed back to back; refuses specs no descriptor can read."""
+    if not isinstance(spec, TensorMapSpec):
+        raise WgmmaError("spec_type", "tmap_spec", type(spec).__name__, "give the TensorMapSpec that loads the tile")
+    panels = as_int(panels, "panels", error=WgmmaError, rule="spec_rank", lo=1)
     if major not in ("K", "MN"):
         raise WgmmaError("operand", "major", major, "use 'K' or 'MN'")
     if spec.interleave != Interleave.NONE:
@@ -109,6 +112,9 @@ def descriptor_for(tmap_spec: TensorMapSpec, smem_address: int, operand: str, ma
     lay = tile_layout(tmap_spec, major, panels=panels, dtype=dtype)
     if operand not in ("A", "B"):
         raise WgmmaError("operand", "operand", operand, "use 'A' or 'B'")
+    smem_address = as_int(smem_address, "smem_address", error=WgmmaError, rule="tile_alignment", lo=0)
+    n = None if n is None else as_int(n, "n", error=WgmmaError, rule="shape_n", lo=1)
+    k_step = None if k_step is None else as_int(k_step, "k_step", error=WgmmaError, rule="k_step_range")
     mn = M if operand == "A" else (lay.mn_extent if n is None else n)
     if mn > lay.mn_extent:
         raise WgmmaError("box_rows", "box", tmap_spec.box,
@@ -150,7 +156,12 @@ def spec_for_tile(dtype, major: str, tma_swizzle, mn: int, k: int) -> TensorMapS
     K-major: a rank-3 view (K panels, MN rows, span or 16 B); MN-major: (MN atoms, K rows, span or 16 B)."""
     t = wgmma_type(dtype)
     e = t.itemsize
-    span = SPAN_BYTES[from_tma_swizzle(tma_swizzle)]
+    swz = from_tma_swizzle(tma_swizzle)
+    span = SPAN_BYTES[swz]
+    if major not in ("K", "MN"):
+        raise WgmmaError("operand", "major", major, "use 'K' or 'MN'")
+    mn = as_int(mn, "mn", error=WgmmaError, rule="box_rows", lo=1)
+    k = as_int(k, "k", error=WgmmaError, rule="box_inner_kstep", lo=1)
     if major == "K":
         inner = min(span, k * e)
         if (k * e) % inner:
@@ -160,4 +171,4 @@ def spec_for_tile(dtype, major: str, tma_swizzle, mn: int, k: int) -> TensorMapS
         if (mn * e) % span:
             raise WgmmaError("box_inner_span", "mn", mn, f"use an MN extent that fills whole {span}-byte atoms")
         shape, strides = (mn * e // span, k, span // e), (span, mn * e, e)
-    return TensorMapSpec.create(t.tma_dtype, shape, shape, strides_bytes=strides, swizzle=int(tma_swizzle))
+    return TensorMapSpec.create(t.tma_dtype, shape, shape, strides_bytes=strides, swizzle=to_tma_swizzle(swz))

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 from .descriptor import SmemDescriptor, WgmmaSwizzle
 from .dtypes import K_BYTES, M, wgmma_type
-from ..errors import WgmmaError
+from ..errors import WgmmaError, as_int
 
 RULES = ("shape_m", "shape_k", "shape_n", "major_dtype", "register_a_major", "operand", "dtype", "start_alignment",
          "field_range", "field_alignment", "swizzle_code", "base_offset_range", "base_offset_use",
-         "swizzle_alignment", "reserved_bits", "descriptor_mismatch")
+         "swizzle_alignment", "reserved_bits", "descriptor_mismatch", "field_type", "descriptor_type")
 # Rules of descriptor_for (a tensor-map spec that no descriptor can read)
-LAYOUT_RULES = ("spec_interleave", "spec_element_strides", "spec_dtype_size", "spec_rank", "box_inner_span",
-                "box_inner_kstep", "box_rows", "tile_alignment", "k_step_range")
+LAYOUT_RULES = ("spec_type", "spec_interleave", "spec_element_strides", "spec_dtype_size", "spec_rank",
+                "box_inner_span", "box_inner_kstep", "box_rows", "tile_alignment", "k_step_range")
 
 
 def check_shape(dtype, n: int, m: int = M, k: int | None = None) -> None:
     t = wgmma_type(dtype)
+    m = as_int(m, "M", error=WgmmaError, rule="shape_m")
+    n = as_int(n, "N", error=WgmmaError, rule="shape_n")
+    k = None if k is None else as_int(k, "K", error=WgmmaError, rule="shape_k")
     if m != M:
         raise WgmmaError("shape_m", "M", m, "use M = 64 (split taller tiles over warpgroups or instructions)",
                          "every wgmma.mma_async shape is m64")
@@ -32,7 +35,7 @@ def check_shape(dtype, n: int, m: int = M, k: int | None = None) -> None:
         raise WgmmaError("shape_k", "K", k, f"use K = {t.k} for {t.name}",
                          f"one instruction covers {K_BYTES} bytes of K ({t.k} {t.name})")
     if n not in t.ns:
-        near = min(t.ns, key=lambda v: abs(v - n)) if isinstance(n, int) else t.ns[0]
+        near = min(t.ns, key=lambda v: abs(v - n))
         allowed = "8..256 in steps of 8" if t.ns[1] - t.ns[0] == 8 and len(t.ns) == 32 else \
             "8, 16, 24, then 32..256 in steps of 16"
         raise WgmmaError("shape_n", "N", n, f"use N = {near} (allowed for {t.name}: {allowed})",
@@ -55,6 +58,9 @@ def check_operands(dtype, major_a: str = "K", major_b: str = "K", a_from_registe
 
 def check_descriptor(desc: SmemDescriptor, *, parameter: str = "descriptor") -> int:
     """Every field rule; returns the encoded value."""
+    if not isinstance(desc, SmemDescriptor):
+        raise WgmmaError("descriptor_type", parameter, type(desc).__name__,
+                         "give an SmemDescriptor (SmemDescriptor.decode(value) for a 64-bit value)")
     if desc.start % 16:
         raise WgmmaError("start_alignment", f"{parameter}.start", desc.start,
                          f"start at a 16-byte multiple ({desc.start // 16 * 16})",
@@ -75,6 +81,9 @@ def check_descriptor(desc: SmemDescriptor, *, parameter: str = "descriptor") -> 
 
 def check_matches(got: SmemDescriptor, want: SmemDescriptor, *, major: str, parameter: str) -> None:
     """``descriptor_mismatch`` when `got` would read a different tile than `want` (fields wgmma ignores aside)."""
+    for name, d in (("got", got), ("want", want)):
+        if not isinstance(d, SmemDescriptor):
+            raise WgmmaError("descriptor_type", f"{parameter} ({name})", type(d).__name__, "give an SmemDescriptor")
     fields = ["start", "swizzle", "sbo", "base_offset"]
     lbo_read = want.swizzle == WgmmaSwizzle.NONE or major == "MN"
     if lbo_read:
