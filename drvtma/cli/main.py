@@ -6,7 +6,7 @@ import importlib
 import sys
 from pathlib import Path
 
-from ..errors import DrvtmaError, NoGpuError, NvrtcError
+from ..errors import ArgumentError, DrvtmaError, NoGpuError, NvrtcError
 from .parser import USAGE, Parser, usage_error
 
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
@@ -71,8 +71,8 @@ def compile_command(argv: list[str]) -> int:
     if not source.is_file():  # not a path from here: a kernel under cu/
         try:
             source = compiler.find_source(args.source)
-        except FileNotFoundError as exc:
-            p.error(f"source: {exc}; give a .cu file")
+        except (FileNotFoundError, ArgumentError) as exc:
+            p.error(f"source: {exc}")
         if not source.is_file():
             p.error(f"source: no file {args.source!r} here or under {compiler.cu_dir()}; give a .cu file")
     try:
@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(getattr(importlib.import_module(module), func)(rest) or 0)
     except SystemExit as exc:  # a parser's usage error (already printed) or --help: main returns, as it does
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else USAGE
+    except ArgumentError as exc:  # a wrong argument the API refused (a missing source, a bad size): usage
+        print(f"drvtma {name}: {exc}", file=sys.stderr)
+        return USAGE
     except NoGpuError as exc:
         print(f"drvtma {name}: needs an NVIDIA Hopper GPU, and none is usable here ({exc}).", file=sys.stderr)
         return 3
