@@ -5,7 +5,6 @@ from __future__ import annotations
 import numbers
 from typing import NamedTuple
 
-import numpy as np
 
 
 class DrvtmaError(Exception):
@@ -139,7 +138,7 @@ class StoreStraddleWarning(UserWarning):
 
 def is_int(value) -> bool:
     """True for Python and NumPy integers; False for bool, float, str, None and everything else."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.bool_ is no Integral
 
 
 def as_int(value, parameter: str, *, error: type = ArgumentError, rule: str = "integer", lo: int | None = None,

@@ -24,7 +24,7 @@ from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
 
-# The issue's shapes, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
+# Square shapes, LLM-like ones, a skinny M, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
 # 4096^3's 512 leave 16 SMs idle in the last one, so the pair measures what tile quantization costs at 4096^3.
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
           (8192, 4096, 8192), (16, 8192, 8192))
