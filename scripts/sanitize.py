@@ -31,7 +31,7 @@ from drvtma.runtime.figures import record_figure  # noqa: E402  (after the sourc
 FAMILY_SCRIPT = str(ROOT / "scripts" / "sanitize_family.py")
 
 # name -> Python arguments. One line per family. tests/test_sanitize_cpu.py checks that every kernel in cu/ ran
-# in the last recorded step or is named in its NOT_SANITIZED list (4 kernels, with the family each belongs in).
+# in the sanitizer step of the last recorded gpu-check (docs/results/gpu-check.md).
 FAMILIES: dict[str, list[str]] = {
     "b08_modes": [FAMILY_SCRIPT, "b08_modes"],          # sync, bulk1d, tensor2d, pipe2
     "rings_thread": [FAMILY_SCRIPT, "rings_thread"],    # pipeN, ws: thread split

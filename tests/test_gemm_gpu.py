@@ -5,7 +5,8 @@ cannot poison the main run).
   more tiles than SMs, C poisoned before each launch, compared bit for bit with NumPy (ml_dtypes);
 - every claim configuration (swizzle, stages, consumers, setmaxnreg, inflight, tile order, persistence) exact on
   a ragged and a many-tile shape;
-- a protocol that can never complete ends in BarrierTimeout naming the full barrier, not in a hang;
+- a protocol that can never complete ends in BarrierTimeout naming the full barrier, not in a hang, and so does a
+  timeout at the edge of the bound (one warp gives up, its siblings see the stage full: all leave together);
 - the poison shows tiles nobody wrote;
 - large random shapes against cuBLAS within bench.RTOL / ATOL (skipped without nvmath-python or torch), and one
   timing figure per dtype at 4096^3.
@@ -13,6 +14,7 @@ cannot poison the main run).
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -24,6 +26,8 @@ from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.launch import Gemm
 from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
 from drvtma.runtime.figures import record_test as record
+
+from edge_timeouts import GEMM_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = pytest.mark.gpu
 
@@ -104,6 +108,22 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m):
     assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
     assert "full barrier" in str(exc.value)
     record("gemm_timeout", cluster_m=cluster_m, count=exc.value.count, first=str(first))
+
+
+EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True}}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
+def test_a_consumer_timeout_at_the_edge_takes_the_whole_warpgroup_out(ctx, name):
+    """Warp 1 of each consumer warpgroup gives up on its first full-barrier wait after the stage filled; warps 0, 2
+    and 3 see it full. The warpgroup's vote takes all four out before the aligned wgmma (mma.sync: before the
+    epilogue's warpgroup barriers; stream-K: before the consumers' partial-sum barriers): BarrierTimeout naming
+    the full barrier and the consumer's wait, in a child process, not a hang."""
+    result = run_edge_child(GEMM_SCRIPT, json.dumps(EDGE_CONFIGS[name]))
+    waits = given_up_waits(result)
+    assert all(w["where"] == 1 and w["stage"] == 0 and w["thread"] >= 128 for w in waits), result
+    assert "full barrier" in result["message"] and "consumer waits for a full stage" in result["message"], result
+    record("gemm_edge_timeout", config=name, count=result["count"], first=waits[0])
 
 
 def test_a_partial_sum_that_never_comes_ends_in_barrier_timeout(ctx):

@@ -23,6 +23,8 @@ from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, E5M2, F16, TF32
 from drvtma.errors import WgmmaError
 from drvtma.wgmma.probe import PROBE_NS, ProbeGroup, WgmmaProbe, check_case, predict, predict_case
 
+from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
+
 pytestmark = pytest.mark.gpu
 
 FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_WGMMA", "600"))
@@ -245,3 +247,15 @@ def test_random_data_accumulates_within_tolerance(probe):
     record("wgmma_random_tolerance", max_error_relative_to_max=worst, steps=8)
     for name, err in worst.items():
         assert err < RANDOM_TOLERANCE[name], worst
+
+
+def test_a_timeout_at_the_edge_takes_the_whole_warpgroup_out(ctx):
+    """Warp 1 of each probe CTA (one warpgroup) gives up on the TMA barrier after the boxes landed; warps 0, 2 and
+    3 see them landed. The block's vote takes all four out before the aligned wgmma: BarrierTimeout naming barrier
+    0 of each case (where = the case index), in a child process, not a hang."""
+    result = run_edge_child(WGMMA_SCRIPT)
+    waits = given_up_waits(result)
+    assert result["count"] == 2 * 32, result  # every thread of warp 1 in both cases, nobody else
+    assert all(w["where"] == w["block"] and w["stage"] == 0 and w["thread"] // 32 == 1 for w in waits), result
+    assert {w["block"] for w in waits} <= {0, 1} and "wgmma_probe_n128" in result["message"], result
+    record("wgmma_edge_timeout", count=result["count"], first=waits[0])

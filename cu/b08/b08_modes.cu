@@ -42,10 +42,12 @@ b08_bulk1d(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, 
             mbar_arrive_expect_tx(&full, kTileBytes);
             bulk_load(tile, in + (first + t) * kTileElems, kTileBytes, &full);
         }
-        // One barrier, one phase per tile: the phase parity alternates with t.
-        if (!mbar_wait(&full, t & 1, status, kBarFull, 0, kSiteConsumerWait)) return;
+        // One barrier, one phase per tile: the phase parity alternates with t. A thread whose wait timed out
+        // runs on to the block barrier on a stale tile (its warp's reductions need it), and that barrier is the
+        // vote: all leave together (mbarrier.cuh, uniform timeouts).
+        const bool waited = mbar_wait(&full, t & 1, status, kBarFull, 0, kSiteConsumerWait);
         consume_tile(tile, tid, linear_tile(first + t), fma_iters, pub, first + t);
-        __syncthreads();  // the next copy overwrites the tile
+        if (__syncthreads_or(!waited)) return;  // the next copy overwrites the tile
     }
     pub.flush();
 }
@@ -69,10 +71,10 @@ b08_tensor2d(const __grid_constant__ CUtensorMap map, u32* __restrict__ sums, in
             mbar_arrive_expect_tx(&full, kTileBytes);
             tma_load_2d(tile, &map, bx * kBoxSide, by * kBoxSide, &full);
         }
-        if (!mbar_wait(&full, t & 1, status, kBarFull, 0, kSiteConsumerWait)) return;
+        const bool waited = mbar_wait(&full, t & 1, status, kBarFull, 0, kSiteConsumerWait);  // as b08_bulk1d
         const TileGeom g{u32(by) * kBoxSide * width + u32(bx) * kBoxSide, width};
         consume_tile(tile, tid, g, fma_iters, pub, index);
-        __syncthreads();
+        if (__syncthreads_or(!waited)) return;
     }
     pub.flush();
 }
@@ -97,9 +99,9 @@ b08_pipe2(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
     }
     RingCursor at;
     for (int t = 0; t < count; ++t) {
-        if (!mbar_wait(&full[at.stage], at.phase, status, kBarFull, at.stage, kSiteConsumerWait)) return;
+        const bool waited = mbar_wait(&full[at.stage], at.phase, status, kBarFull, at.stage, kSiteConsumerWait);
         consume_tile(ring[at.stage], tid, linear_tile(first + t), fma_iters, pub, first + t);
-        __syncthreads();
+        if (__syncthreads_or(!waited)) return;  // as b08_bulk1d: the barrier is the vote
         if (issuer && t + kStages < count) {
             mbar_arrive_expect_tx(&full[at.stage], kTileBytes);
             bulk_load(ring[at.stage], in + (first + t + kStages) * kTileElems, kTileBytes, &full[at.stage]);

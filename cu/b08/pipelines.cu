@@ -106,9 +106,10 @@ __device__ __forceinline__ void consume_fill(const float* base, long long tile0,
 }
 
 // The consumers' side of both rings: wait for each fill on its full barrier (recording the wait in the trace row
-// of this warp, `roles` rows per block), consume it, and call release(i, stage) once every consumer holds its
-// elements.
-// Returns early, without publishing the rest, when a wait timed out.
+// of this warp, `roles` rows per block), consume it, and call release(i, stage, waited) once every consumer holds
+// its elements. A thread whose wait timed out runs on, on a stale fill, to release(), which returns the uniform
+// decision of everyone who meets there (a block barrier or a warp vote): false = all of them leave now, without
+// publishing the rest (mbarrier.cuh, uniform timeouts).
 template <typename Release>
 __device__ __forceinline__ void consume_ring(const BlockRing& r, u64* full, int fma_iters, u32* sums,
                                              DrvtmaStatus* status, uint2* trace, int roles, int trace_capacity,
@@ -118,9 +119,12 @@ __device__ __forceinline__ void consume_ring(const BlockRing& r, u64* full, int 
     RingCursor at;
     for (int i = 0; i < r.iters; ++i) {
         const int stage = at.stage;
-        if (!mbar_wait(&full[stage], at.phase, status, kBarFull, stage, kSiteConsumerWait)) return;
+        const bool waited = mbar_wait(&full[stage], at.phase, status, kBarFull, stage, kSiteConsumerWait);
         if ((tid & 31) == 0) record_wait(trace, roles, warp, trace_capacity, i, stage, at.phase, r.tile0(i));
-        consume_fill(r.stage(stage), r.tile0(i), r.fill_tiles(i), fma_iters, pub, [&] { release(i, stage); });
+        bool go = true;
+        consume_fill(r.stage(stage), r.tile0(i), r.fill_tiles(i), fma_iters, pub,
+                     [&] { go = release(i, stage, waited); });
+        if (!go) return;
         at.advance(r.stages);
     }
     pub.flush();
@@ -151,9 +155,11 @@ pipe_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, i
         for (int i = 0; i < stages && i < r.iters; ++i) issue(i, i);
     }
     // Early release: once every thread holds its elements of the fill in registers, the refill may start.
-    consume_ring(r, full, fma_iters, sums, status, trace, kConsumerWarps, trace_capacity, [&](int i, int stage) {
-        __syncthreads();
+    consume_ring(r, full, fma_iters, sums, status, trace, kConsumerWarps, trace_capacity,
+                 [&](int i, int stage, bool waited) {
+        if (__syncthreads_or(!waited)) return false;  // the release barrier is the vote
         if (issuer && i + stages < r.iters) issue(i + stages, stage);
+        return true;
     });
 }
 
@@ -194,8 +200,11 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
     // compute-sanitizer's racecheck does not carry __syncwarp's ordering into the mbarrier: it reported the refill
     // (the producer's bulk copy) against lanes 1..31's reads of the previous lap
     // (cu/b08/release_repro.cu reproduces it). Per-thread arrivals leave racecheck nothing to guess.
-    consume_ring(r, full, fma_iters, sums, status, trace, kRoles, trace_capacity, [&](int i, int stage) {
+    // Consumer warps meet nobody but themselves (their reductions): a warp vote decides for each.
+    consume_ring(r, full, fma_iters, sums, status, trace, kRoles, trace_capacity, [&](int i, int stage, bool waited) {
+        if (!__all_sync(0xffffffffu, waited)) return false;
         const bool skip = (DRVTMA_FAULT == 3) && warp == 0 && i == 0;
         if (!skip) mbar_arrive(&empty[stage]);
+        return true;
     });
 }

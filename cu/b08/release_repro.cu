@@ -43,7 +43,8 @@ release_repro(const u32* __restrict__ in, u32* __restrict__ out, int iters, Drvt
         return;
     }
     for (int i = 0; i < iters; ++i) {  // consumer warp
-        if (!mbar_wait(&full, i & 1, status, 0, 0, 1)) return;
+        // the warp's lanes meet again at __syncwarp: they leave together or not at all (mbarrier.cuh)
+        if (!__all_sync(0xffffffffu, mbar_wait(&full, i & 1, status, 0, 0, 1))) return;
         u32 sum = 0;
 #pragma unroll
         for (int e = 0; e < 32; ++e) sum += stage[lane + 32 * e];

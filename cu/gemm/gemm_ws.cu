@@ -3,7 +3,8 @@
 // ring of GEMM_STAGES shared-memory stages), warpgroups 1..GEMM_CONSUMERS each own GEMM_BM / GEMM_CONSUMERS rows
 // of the tile and run wgmma.mma_async on the stages through descriptors the host built with
 // drvtma.wgmma.descriptor_for (GEMM_DESC_A / GEMM_DESC_B: never written by hand here). Full barriers complete on
-// the TMA bytes, empty barriers on one arrival per consumer warp; every wait is bounded (mbar_wait -> status).
+// the TMA bytes, empty barriers on one arrival per consumer warp; every wait is bounded (mbar_wait -> status), and
+// a consumer warpgroup decides as one whether to go on (mbar_wait_group: its wgmmas are warpgroup-aligned).
 // The epilogue scales by alpha, converts to the output type and stores through TMA from 128B-swizzled staging
 // buffers (two per consumer warpgroup, 64 rows x 128 B each), so ragged M / N are clipped by the store and
 // ragged K is zero-filled by the loads.
@@ -118,7 +119,8 @@ __device__ __forceinline__ int acc_col_block(int i, int w) {
     return GEMM_MMA_SYNC ? w * WARP_N + 8 * ((i >> 2) % NB) : 8 * (i >> 2);
 }
 
-// A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads).
+// A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads); its full-barrier
+// waits vote on the same id (mbar_wait_group).
 __device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
 // Tile index -> (tile row, tile column): GROUP tile rows are walked column by column, so the CTAs running at the
@@ -235,11 +237,11 @@ __device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi
 }
 
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b, int rows, int tiles_n, int kblocks,
+                                        const CUtensorMap* map_b, int rows, int tiles_n, int K,
                                         DrvtmaStatus* status, u64* profile) {
     RingCursor rc;
     Stopwatch empty_wait;
-    for_each_run(StreamK(rows * tiles_n, kblocks), [&](int tile, int kb0, int kb1) {
+    for_each_run(StreamK(rows * tiles_n, (K + BK - 1) / BK), [&](int tile, int kb0, int kb1) {
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
         for (int kb = kb0; kb < kb1; ++kb) {
@@ -297,7 +299,10 @@ constexpr u32 kBarPartial = 2, kSitePartial = 3;
 #define GEMM_TEST_DROP_FLAG 0
 #endif
 constexpr int PARTIAL_FLOATS = CONSUMERS * M_ATOMS * ND * 128;
-__device__ __forceinline__ void consumers_bar() { asm volatile("bar.sync 3, %0;" ::"n"(CONSUMERS * 128) : "memory"); }
+constexpr u32 kConsumersBar = 3, kConsumerThreads = CONSUMERS * 128;  // named barrier of all consumer threads
+__device__ __forceinline__ void consumers_bar() {
+    asm volatile("bar.sync %0, %1;" ::"n"(kConsumersBar), "n"(kConsumerThreads) : "memory");
+}
 __device__ __forceinline__ float* partial_slot(float* workspace, int cta) {
     const int cw = threadIdx.x / 128 - 1, t = threadIdx.x % 128;
     return workspace + (long long)cta * PARTIAL_FLOATS + cw * M_ATOMS * ND * 128 + t;
@@ -314,35 +319,33 @@ __device__ __forceinline__ void save_partial(float (&acc)[M_ATOMS][ND], float* w
                      : "memory");
     }
 }
+__device__ __forceinline__ bool flag_reached(const u32* flag, u32 epoch) {
+    u32 seen;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flag) : "memory");
+    return seen == epoch;
+}
 __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* workspace, u32* flags, u32 epoch,
                                              const StreamK& sk, int first, int last, DrvtmaStatus* status) {
-    __shared__ int ready;
     for (int cta = first; cta <= last; ++cta) {
         if (!sk.holds_units(cta)) continue;  // CTA-uniform: everyone skips the same slots
-        if (threadIdx.x == 128) {  // one thread waits (bounded) for the slot's epoch; the barrier passes it on
-            const u64 start = globaltimer_ns();
-            u32 seen;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(flags + cta) : "memory");
-            } while (seen != epoch && globaltimer_ns() - start <= DRVTMA_WAIT_TIMEOUT_NS);
-            ready = seen == epoch;
-            if (!ready) drvtma_report_timeout(status, kBarPartial, cta, epoch, kSitePartial, start);
-        }
-        consumers_bar();
-        if (!ready) return false;
+        // one thread waits (bounded, the shared helper) for the slot's epoch; the consumers' vote passes the
+        // outcome on to all of them at once (and, a CTA barrier, orders its acquire before their reads)
+        const bool late = threadIdx.x == 128 &&
+                          !wait_bounded([&] { return flag_reached(flags + cta, epoch); }, status, kBarPartial, cta,
+                                        epoch, kSitePartial);
+        if (group_any(kConsumersBar, kConsumerThreads, late)) return false;
         const float* slot = partial_slot(workspace, cta);
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a)
 #pragma unroll
             for (int i = 0; i < ND; ++i) acc[a][i] += __ldcg(slot + (a * ND + i) * 128);
-        consumers_bar();  // everyone has read `ready` before the next slot's wait rewrites it
     }
     return true;
 }
 
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
                                         const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
-                                        int kblocks, float alpha, DrvtmaStatus* status, u64* profile,
+                                        int K, float alpha, DrvtmaStatus* status, u64* profile,
                                         float* workspace, u32* flags, u32 epoch) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
     const int t = threadIdx.x % 128, w = t / 32, g = (t % 32) / 4, c = t % 4;
@@ -364,14 +367,21 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     const u64 cycles0 = clock64(), ns0 = globaltimer_ns();
     u32 tiles_done = 0;
 #endif
+    // from K here, not passed in: a kblocks computed before the role split stays live through it, and NVRTC
+    // 13.0's ptxas spilled that word in the mma.sync consumers (168 registers: 128 accumulators, 20 fragments)
+    const int kblocks = (K + BK - 1) / BK;
     const StreamK sk(rows * tiles_n, kblocks);
     for_each_run(sk, [&](int tile, int kb0, int kb1) {
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
         int previous = -1;
+        bool ok = true;
         for (int kb = kb0; kb < kb1; ++kb) {
             full_wait.start();
-            if (!mbar_wait(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer)) return false;
+            // the warpgroup goes on to its aligned wgmmas (mma.sync: ldmatrix / mma.sync per warp, then the
+            // epilogue's warpgroup barriers) as one, or leaves as one (mbarrier.cuh: why it cannot hang)
+            ok = mbar_wait_group(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer, 1 + cw, 128);
+            if (!ok) break;
             full_wait.stop();
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
             const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
@@ -427,9 +437,14 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             rc.advance(STAGES);
         }
 #if !GEMM_MMA_SYNC
-        wgmma_wait<0>();
+        wgmma_wait<0>();  // warpgroup-uniform also after a timeout: no wgmma outlives its CTA's shared memory
         if (previous >= 0) release(empty, previous);
 #endif
+#if GEMM_STREAMK
+        // the consumer warpgroups meet at consumers_bar below (partial sums): they leave together too
+        ok = !group_any(kConsumersBar, kConsumerThreads, !ok);
+#endif
+        if (!ok) return false;
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a)
 #pragma unroll
@@ -502,7 +517,7 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     __shared__ u64 full[STAGES], empty[STAGES];
     unsigned char* ring = align_smem_1024(smem_raw);
     unsigned char* staging = ring + STAGES * STAGE_BYTES;
-    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN, kblocks = (K + BK - 1) / BK;
+    const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
     const int rows = (tiles_m + CLUSTER - 1) / CLUSTER;  // cluster rows of tiles
 #if GEMM_CLUSTER_M > 1
     // every consumer warp of both CTAs releases each stage; the cluster barrier inside makes the barriers of
@@ -515,13 +530,13 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #if GEMM_PRODUCER_REGS
         setmaxnreg_dec<GEMM_PRODUCER_REGS>();
 #endif
-        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, kblocks, status,
+        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, K, status,
                                                      profile);
     } else {
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, kblocks, alpha, status, profile, workspace,
+        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, K, alpha, status, profile, workspace,
                 flags, epoch);
     }
 #if GEMM_CLUSTER_M > 1

@@ -21,10 +21,11 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
         mbar_arrive_expect_tx(bar, tx);
         tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, map, rank, c, bar);
     }
-    if (!mbar_wait(bar, parity, status, 0, 0, where)) return false;
+    // a thread whose wait timed out copies a stale image and meets the others at the barrier, which is the vote:
+    // the block returns false as one (mbarrier.cuh, uniform timeouts)
+    const bool waited = mbar_wait(bar, parity, status, 0, 0, where);
     for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
-    __syncthreads();
-    return true;
+    return !__syncthreads_or(!waited);
 }
 
 __device__ __forceinline__ void load_coords(const int* coords, int c[5]) {
@@ -133,20 +134,21 @@ extern "C" __global__ void rewrite_probe(CUtensorMap* slots, const CUtensorMap* 
         tma_load(images[0], slot, rank, c, &bars[0]);
     }
     const bool in_flight = mode & 1;
-    if (!in_flight && !mbar_wait(&bars[0], 0, status, 0, 0, 1)) return;
+    // warp 0 meets at aligned tensormap copies, the block at barriers below: every timeout decision is the block's
+    if (!in_flight && !mbar_wait_cta(&bars[0], 0, status, 0, 0, 1)) return;
     if (threadIdx.x < 32) {  // rewrite the slot with map B
         tensormap_copy_to_smem(&smap, map_b, threadIdx.x);
         __syncwarp();
         tensormap_cp_fenceproxy_gpu(slot, &smap);
         if (threadIdx.x == 0 && (mode & 2)) tensormap_acquire_gpu(slot);
     }
-    if (in_flight && !mbar_wait(&bars[0], 0, status, 0, 0, 1)) return;
+    if (in_flight && !mbar_wait_cta(&bars[0], 0, status, 0, 0, 1)) return;
     __syncthreads();
     if (threadIdx.x == 0) {
         mbar_arrive_expect_tx(&bars[1], tx_bytes);
         tma_load(images[1], slot, rank, c, &bars[1]);
     }
-    if (!mbar_wait(&bars[1], 0, status, 1, 0, 2)) return;
+    if (!mbar_wait_cta(&bars[1], 0, status, 1, 0, 2)) return;
     for (int k = 0; k < 2; ++k) {
         u32 n[3] = {0, 0, 0};
         for (u32 i = threadIdx.x; i < words; i += blockDim.x) {

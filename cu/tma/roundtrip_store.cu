@@ -43,14 +43,16 @@ tma_roundtrip(const __grid_constant__ CUtensorMap in_map, const __grid_constant_
     RingCursor at;
     for (int i = 0; i < count; ++i, at.advance(stages)) {
         const int s = at.stage;
-        if (!mbar_wait(&full[s], at.phase, status, 0, s, 1)) {
-            if (issuer) bulk_wait<0>();  // never leave with a store still reading shared memory
-            return;
-        }
+        // A thread whose wait timed out runs on to the block barrier on a stale tile; that barrier is the vote,
+        // so the block leaves together (mbarrier.cuh, uniform timeouts) at no cost to the fast path.
+        const bool waited = mbar_wait(&full[s], at.phase, status, 0, s, 1);
         float4* tile = ring + s * tile_vec4;
         for (int k = threadIdx.x; k < tile_vec4; k += blockDim.x) tile[k] = scale_add4(tile[k], a, b);
         fence_proxy_async_shared();  // every writing thread, then the barrier, then the store
-        __syncthreads();
+        if (__syncthreads_or(!waited)) {
+            if (issuer) bulk_wait<0>();  // never leave with a store still reading shared memory
+            return;
+        }
         if (issuer) {
             tma_store_2d(&out_map, tile, tile_x(i), tile_y(i));
             bulk_commit();

@@ -78,7 +78,8 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_probe_n##n(             
         for (u32 b = 0; b < cs.a_boxes; ++b) tma_load(region + cs.a_dst[b], &map_a, cs.a_rank, cs.a_coords[b], &bar); \
         for (u32 b = 0; b < cs.b_boxes; ++b) tma_load(region + cs.b_dst[b], &map_b, cs.b_rank, cs.b_coords[b], &bar); \
     }                                                                                                        \
-    if (!mbar_wait(&bar, 0, status, 0, 0, blockIdx.x)) return;                                               \
+    /* the block is the warpgroup: all of it goes on to the aligned wgmmas, or all of it leaves */         \
+    if (!mbar_wait_cta(&bar, 0, status, 0, 0, blockIdx.x)) return;                                           \
     const u32 base = smem_u32(region);                                                                       \
     if (t == 0) region_addr[blockIdx.x] = base;                                                              \
     acc_t d[ND];                                                                                             \

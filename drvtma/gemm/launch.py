@@ -194,10 +194,9 @@ class BoundGemm:
             raise error
 
     def close(self) -> None:
-        self.status.close()
-        for buf in (self.workspace, self.flags):
-            if buf is not None:
-                buf.close()
+        from ..runtime.driver import close_all
+
+        close_all((self.status, self.workspace, self.flags))
 
     def __enter__(self) -> BoundGemm:
         return self

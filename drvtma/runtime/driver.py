@@ -57,6 +57,41 @@ def call(fn, *args):
 _lock = threading.Lock()
 
 
+# ---- releasing what the driver handed out. Each owner keeps a weakref.finalize(owner, released_quietly, fn,
+# handle): the garbage collector or interpreter exit runs it, where no caller could take an error (at exit the
+# driver may already be torn down), so its status is read and dropped. An explicit close() runs the same call
+# through `release`, checked: a failing cuMemFree / cuStreamDestroy / ... raises CudaError there.
+def released_quietly(fn, *args) -> None:
+    """A finalizer's release: run the driver call, drop its status (and any exception)."""
+    try:
+        fn(*args)
+    except Exception:
+        pass
+
+
+def release(finalizer: weakref.finalize) -> None:
+    """Explicit close: run the finalizer's driver call now, checked (CudaError on failure); once only, and the
+    finalizer will not run again."""
+    info = finalizer.detach()
+    if info is not None:
+        _, _, (fn, *args), _ = info
+        call(fn, *args)
+
+
+def close_all(resources) -> None:
+    """close() every one of `resources` (None skipped), then raise the first error: one failure leaks nothing."""
+    first = None
+    for r in resources:
+        if r is None:
+            continue
+        try:
+            r.close()
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
 @dataclass(frozen=True)
 class DeviceProperties:
     ordinal: int
@@ -99,7 +134,7 @@ class Context:
         self.device = call(cu.cuDeviceGet, ordinal)
         self.handle = call(cu.cuDevicePrimaryCtxRetain, self.device)
         call(cu.cuCtxSetCurrent, self.handle)
-        self._release = weakref.finalize(self, _release_primary, self.device)
+        self._release = weakref.finalize(self, released_quietly, cu.cuDevicePrimaryCtxRelease, self.device)
 
     def make_current(self) -> None:
         call(cu.cuCtxSetCurrent, self.handle)
@@ -128,13 +163,6 @@ class Context:
             total_memory=int(call(cu.cuDeviceTotalMem, self.device)),
             driver_version=int(call(cu.cuDriverGetVersion)),
         )
-
-
-def _release_primary(device) -> None:
-    try:
-        cu.cuDevicePrimaryCtxRelease(device)
-    except Exception:  # finalizers never raise
-        pass
 
 
 _context: Context | None = None
@@ -169,13 +197,6 @@ def synchronize() -> None:
     call(cu.cuCtxSynchronize)
 
 
-def _free_device(ptr: int) -> None:
-    try:
-        cu.cuMemFree(ptr)
-    except Exception:
-        pass
-
-
 class DeviceBuffer:
     """Device memory owned by this object; freed by close(), a with-block, or the garbage collector."""
 
@@ -183,7 +204,7 @@ class DeviceBuffer:
         self.nbytes = as_int(nbytes, "nbytes", rule="buffer_size", lo=1, fix="give a positive size in bytes")
         context()
         self.ptr = int(call(cu.cuMemAlloc, self.nbytes))
-        self._free = weakref.finalize(self, _free_device, self.ptr)
+        self._free = weakref.finalize(self, released_quietly, cu.cuMemFree, self.ptr)
 
     @classmethod
     def from_array(cls, arr: np.ndarray) -> DeviceBuffer:
@@ -224,7 +245,8 @@ class DeviceBuffer:
         call(cu.cuMemsetD32, self.ptr, int(word) & 0xFFFFFFFF, self.nbytes // 4)
 
     def close(self) -> None:
-        self._free()
+        """Free the memory now; CudaError if the driver refuses (a second close does nothing)."""
+        release(self._free)
 
     @property
     def closed(self) -> bool:
@@ -257,16 +279,9 @@ class ScratchBuffers:
         return buf
 
     def close(self) -> None:
-        for buf in self._buffers.values():
-            buf.close()
+        buffers = list(self._buffers.values())
         self._buffers.clear()
-
-
-def _destroy(fn, handle) -> None:
-    try:
-        fn(handle)
-    except Exception:
-        pass
+        close_all(buffers)
 
 
 class Stream:
@@ -275,13 +290,13 @@ class Stream:
     def __init__(self):
         context()
         self.handle = call(cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        self._destroy = weakref.finalize(self, _destroy, cu.cuStreamDestroy, self.handle)
+        self._destroy = weakref.finalize(self, released_quietly, cu.cuStreamDestroy, self.handle)
 
     def synchronize(self) -> None:
         call(cu.cuStreamSynchronize, self.handle)
 
     def close(self) -> None:
-        self._destroy()
+        release(self._destroy)
 
     def __enter__(self) -> Stream:
         return self
@@ -296,7 +311,7 @@ class Event:
     def __init__(self):
         context()
         self.handle = call(cu.cuEventCreate, cu.CUevent_flags.CU_EVENT_DEFAULT)
-        self._destroy = weakref.finalize(self, _destroy, cu.cuEventDestroy, self.handle)
+        self._destroy = weakref.finalize(self, released_quietly, cu.cuEventDestroy, self.handle)
 
     def record(self, stream: Stream | None = None) -> None:
         call(cu.cuEventRecord, self.handle, stream.handle if stream is not None else 0)
@@ -305,7 +320,7 @@ class Event:
         call(cu.cuEventSynchronize, self.handle)
 
     def close(self) -> None:
-        self._destroy()
+        release(self._destroy)
 
     def __enter__(self) -> Event:
         return self

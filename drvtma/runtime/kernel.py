@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cluster_launch, compiler, cubin
-from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error
+from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error, release, released_quietly
 from ..errors import CudaError, LaunchError, is_int
 
 _launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
@@ -66,7 +66,7 @@ class Module:
         self.name = name
         self.cubin = cubin
         self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
-        self._unload = weakref.finalize(self, _unload_library, self.handle)
+        self._unload = weakref.finalize(self, released_quietly, cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
     @classmethod
@@ -88,8 +88,9 @@ class Module:
         return self._kernels[name]
 
     def close(self) -> None:
+        """Unload now; CudaError if the driver refuses (a second close does nothing)."""
         self._kernels.clear()
-        self._unload()
+        release(self._unload)
 
     def __enter__(self) -> Module:
         return self
@@ -104,13 +105,6 @@ def _log_kernel(name: str) -> None:
     if path:
         with open(path, "a") as f:
             f.write(name + "\n")
-
-
-def _unload_library(handle) -> None:
-    try:
-        cu.cuLibraryUnload(handle)
-    except Exception:
-        pass
 
 
 _modules: dict[tuple, Module] = {}

@@ -233,5 +233,6 @@ class GlobalMapRunner:
         return out
 
     def close(self) -> None:
-        self.scratch.close()
-        self.status.close()
+        from ..runtime.driver import close_all
+
+        close_all((self.scratch, self.status))

@@ -180,9 +180,11 @@ def _case_records(group: ProbeGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray
 class WgmmaProbe:
     """Compiled probe modules (one per type, loaded on first use) and the launch of a group."""
 
-    def __init__(self):
+    def __init__(self, *, extra_defines: dict | None = None):
+        """`extra_defines` go on top of the type's (tests: a short wait timeout, a forced timeout)."""
         self.status = None  # made on the first launch: refusing a case needs no GPU
         self._modules = {}
+        self.extra_defines = dict(extra_defines or {})
 
     def kernel(self, dtype, n: int):
         from ..runtime.kernel import load_module
@@ -190,7 +192,7 @@ class WgmmaProbe:
         t = wgmma_type(dtype)
         if t.name not in self._modules:
             self._modules[t.name] = load_module(PROBE_SOURCE, defines={f"DRVTMA_WGMMA_{t.name.upper()}": 1,
-                                                                       "WG_T": t.name})
+                                                                       "WG_T": t.name, **self.extra_defines})
         return self._modules[t.name].kernel(f"wgmma_probe_n{n}")
 
     def run(self, group: ProbeGroup, *, unchecked: bool = False, poison: int = 0x7FBADBAD):

@@ -66,26 +66,89 @@ __device__ __forceinline__ bool mbar_try_wait_parity(u64* bar, u32 parity) {
     return done != 0;
 }
 
-// Bounded wait: returns false (after recording who, where, which parity and since when) instead of hanging.
-// Callers must stop using the stage and leave the kernel when it returns false.
-// `try_wait` is the flavour of try_wait (cluster.cuh's acquires at cluster scope for multicast-fed barriers).
+// ---- bounded waits: the one definition. `poll()` until it returns true; after DRVTMA_WAIT_TIMEOUT_NS the
+// timeout is recorded in the status block (who, where, which parity, since when: BarrierTimeout on the host) and
+// the wait returns false. Each thread's bound is its own: a wait returns in bounded time whatever the others do.
+//
+// DRVTMA_TEST_GIVE_UP_BARRIER (test builds only): on waits naming that barrier id, warp 1 of every warpgroup waits
+// as usual and then reports a timeout anyway, as a thread whose deadline passed just before the phase completed
+// would; its sibling warps see the phase complete. The edge of the bound, made certain: only a uniform decision
+// (below) gets everyone out; a per-thread `return` would leave warps 0, 2, 3 inside the next aligned op.
+template <typename Poll>
+__device__ __forceinline__ bool wait_bounded(Poll poll, DrvtmaStatus* st, u32 barrier_id, u32 stage, u32 parity,
+                                             u32 where) {
+    if (!poll()) {
+        const u64 start = globaltimer_ns();
+        while (!poll()) {
+            if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
+                drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
+                return false;
+            }
+        }
+    }
+#ifdef DRVTMA_TEST_GIVE_UP_BARRIER
+    if (barrier_id == DRVTMA_TEST_GIVE_UP_BARRIER && (threadIdx.x / 32) % 4 == 1) {
+        drvtma_report_timeout(st, barrier_id, stage, parity, where, globaltimer_ns());
+        return false;
+    }
+#endif
+    return true;
+}
+
+// Bounded wait on an mbarrier phase. `try_wait` is the flavour of try_wait (cluster.cuh's acquires at cluster
+// scope for multicast-fed barriers). On false the caller stops using the stage and leaves, alone: use it where
+// the waiting thread meets nobody afterwards (a lone producer, a lone waiter that then publishes a flag) or where
+// a later CTA barrier turns the result into a vote (`__syncthreads_or(!ok)`, see mbar_wait_cta).
 template <typename TryWait>
 __device__ __forceinline__ bool mbar_wait_bounded(TryWait try_wait, u64* bar, u32 parity, DrvtmaStatus* st,
                                                   u32 barrier_id, u32 stage, u32 where) {
-    if (try_wait(bar, parity)) return true;
-    const u64 start = globaltimer_ns();
-    while (!try_wait(bar, parity)) {
-        if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
-            drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
-            return false;
-        }
-    }
-    return true;
+    return wait_bounded([&] { return try_wait(bar, parity); }, st, barrier_id, stage, parity, where);
 }
 
 __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
                                           u32 where) {
     return mbar_wait_bounded(mbar_try_wait_parity, bar, parity, st, barrier_id, stage, where);
+}
+
+// ---- uniform timeouts. Threads that go on to an aligned operation together (wgmma.*.sync.aligned over a
+// warpgroup, mma.sync / ldmatrix / shfl / vote over a warp, bar.sync over a named group) must all go on or all
+// leave. Per-thread bounds cannot give that: at the edge of the bound one thread gives up a moment before the
+// phase completes and another sees it complete, and the aligned op then waits forever for the one that left.
+// So every thread of the group waits (bounded), then the group votes: if any thread timed out, all leave.
+// Why this cannot hang: each thread reaches the vote within its own bound (the wait above does not depend on the
+// others), and the vote is a barrier of exactly the group's threads, all of which arrive, so it completes.
+// Why it cannot desync: the barrier's reduction hands every participant the same OR, so the decision is one.
+// Why not cheaper: a vote only on the slow path cannot work, since a thread whose first try_wait succeeds cannot
+// know, without hearing from the others, that one of them has already given up; the fast path has to take part.
+// The vote costs one barrier instruction per wait (bar.red among the group, no shared memory); where the code
+// already meets at a CTA barrier after the wait, that barrier becomes the vote (__syncthreads_or) at no cost.
+
+// OR of `p` over the `threads` threads (a multiple of 32) that meet at named barrier `id`; every one of them must
+// call it. Not `.aligned`: a warp's threads may arrive from a divergent wait loop.
+__device__ __forceinline__ bool group_any(u32 id, u32 threads, bool p) {
+    u32 any;
+    asm volatile(
+        "{\n\t.reg .pred in, out;\n\t"
+        "setp.ne.u32 in, %1, 0;\n\t"
+        "barrier.red.or.pred out, %2, %3, in;\n\t"
+        "selp.u32 %0, 1, 0, out;\n\t}"
+        : "=r"(any)
+        : "r"(static_cast<u32>(p)), "r"(id), "r"(threads)
+        : "memory");
+    return any != 0;
+}
+
+// Every thread of the group (named barrier `group_bar`, `threads` threads) waits on the phase, then all agree:
+// true for all when every wait succeeded, false for all when any timed out (each timeout recorded).
+__device__ __forceinline__ bool mbar_wait_group(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
+                                                u32 where, u32 group_bar, u32 threads) {
+    return !group_any(group_bar, threads, !mbar_wait(bar, parity, st, barrier_id, stage, where));
+}
+
+// The same over the whole CTA (every thread of the block calls it).
+__device__ __forceinline__ bool mbar_wait_cta(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
+                                              u32 where) {
+    return !__syncthreads_or(!mbar_wait(bar, parity, st, barrier_id, stage, where));
 }
 
 // Where a k-stage ring stands: the stage to use next and the parity its phase will complete with. The parity
