@@ -123,14 +123,17 @@ __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st
 // The vote costs one barrier instruction per wait (bar.red among the group, no shared memory); where the code
 // already meets at a CTA barrier after the wait, that barrier becomes the vote (__syncthreads_or) at no cost.
 
-// OR of `p` over the `threads` threads (a multiple of 32) that meet at named barrier `id`; every one of them must
-// call it. Not `.aligned`: a warp's threads may arrive from a divergent wait loop.
+// OR of `p` over the `threads` threads (whole warps) that meet at named barrier `id`; every one of them must
+// call it. The warp converges first (a lane may come from a wait loop the others skipped), so the barrier can be
+// the aligned form. The non-aligned form compiled to a WARPSYNC.COLLECTIVE emulation loop, and compute-sanitizer's
+// synccheck reported "Divergent thread(s) in block" at it for the 256-thread vote of the stream-K consumers.
 __device__ __forceinline__ bool group_any(u32 id, u32 threads, bool p) {
     u32 any;
+    __syncwarp();
     asm volatile(
         "{\n\t.reg .pred in, out;\n\t"
         "setp.ne.u32 in, %1, 0;\n\t"
-        "barrier.red.or.pred out, %2, %3, in;\n\t"
+        "bar.red.or.pred out, %2, %3, in;\n\t"
         "selp.u32 %0, 1, 0, out;\n\t}"
         : "=r"(any)
         : "r"(static_cast<u32>(p)), "r"(id), "r"(threads)
