@@ -146,3 +146,11 @@ def test_a_step_past_its_timeout_is_ended_with_every_process_it_started(tmp_path
         time.sleep(0.1)
     else:
         raise AssertionError(f"process {pid} outlived the step's timeout")
+
+
+def test_the_sanitizer_runs_before_the_tests_that_read_its_record():
+    """tests/test_sanitize_cpu.py reads the sanitizer's figure lines from docs/results/gpu-check.md, which the run
+    rewrites after every step: the sanitizer step must come first, or a run after a kernel change fails on the
+    previous report."""
+    names = [s["name"] for s in gpu_check.steps(False, workers=8)]
+    assert names.index("sanitizer") < names.index("tests") < names.index("tests_timing")
