@@ -11,7 +11,9 @@ from .parser import USAGE, Parser, usage_error
 
 # subcommand -> (module, function taking argv and returning an exit code, one-line help)
 COMMANDS = {
-    "sweep": ("drvtma.cli.bench", "sweep_command", "time the B-08 modes over fma_iters (needs a Hopper GPU)"),
+    "sweep": ("drvtma.cli.bench", "sweep_command",
+              "time ways of feeding shared memory (sync loads, bulk and tensor copies, pipelines, rings) against "
+              "the compute per tile, as the B-08 TMA article does (needs a Hopper GPU)"),
     "bench": ("drvtma.cli.bench", "bench_command",
               "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
     "check": ("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
