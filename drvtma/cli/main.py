@@ -94,7 +94,17 @@ def compile_command(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The `drvtma` command: the exit status (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)."""
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:  # `drvtma ... | head`: the reader left; no traceback, and none at exit's flush either
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv:
         return usage_error("drvtma", f"a command is needed: {', '.join(COMMANDS)}")
     if argv[0] in ("-h", "--help", "help"):
