@@ -48,3 +48,16 @@ def test_help_prints_help_and_exit_codes(tmp_path):
     assert check.returncode == 0
     for accepted in ("bfloat16", "128B", "16B", "256B", "nan", "examples:", "drvtma check --dtype"):
         assert accepted in check.stdout, accepted
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`drvtma --help | head -1`: the pipe closes under the writer; the command ends quietly."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    read, write = os.pipe()
+    os.close(read)  # nobody will read: the first write meets a closed pipe
+    with os.fdopen(write, "w") as out:
+        run = subprocess.run([sys.executable, "-m", "drvtma", "--help"], stdout=out, stderr=subprocess.PIPE,
+                             text=True, env=env, timeout=120)
+    assert "Traceback" not in run.stderr and "BrokenPipeError" not in run.stderr, run.stderr
+    assert run.returncode == 1
