@@ -2,35 +2,11 @@
 // or in __constant__ memory; maps edited on the device (tensormap.replace in shared memory, published with
 // cp_fenceproxy, then loaded through); and the rewrite probe behind the pitfalls in docs/tensormap.md.
 // Each CTA writes back its raw shared-memory image, so the host compares every byte with drvtma/tma/oracle.py.
-#include <drvtma/tma.cuh>
+#include <drvtma/image.cuh>
 #include <drvtma/tensormap.cuh>
 
 // Filled by the host (cuLibraryGetGlobal + cuMemcpyHtoD) before a const_map_load launch.
 __constant__ CUtensorMap drvtma_const_map;
-
-// Poison `image`, then load one box of `map` into it at box_offset (thread 0 issues, all wait, bounded) and copy
-// the image to `out`. The barrier must be initialised; `parity` is its phase.
-__device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank, const int* c, u32 box_offset,
-                                               u32 image_bytes, u32 tx, u32 poison, u32* image, u32* out,
-                                               u64* bar, u32 parity, DrvtmaStatus* status, u32 where) {
-    const u32 words = image_bytes / 4;
-    for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
-    fence_proxy_async_shared();  // the poison (generic proxy) before the box (async proxy)
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        mbar_arrive_expect_tx(bar, tx);
-        tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, map, rank, c, bar);
-    }
-    // a thread whose wait timed out copies a stale image and meets the others at the barrier, which is the vote:
-    // the block returns false as one (mbarrier.cuh, uniform timeouts)
-    const bool waited = mbar_wait(bar, parity, status, 0, 0, where);
-    for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
-    return !__syncthreads_or(!waited);
-}
-
-__device__ __forceinline__ void load_coords(const int* coords, int c[5]) {
-    for (int k = 0; k < 5; ++k) c[k] = coords[k];
-}
 
 // Every CTA loads its own box (coords[blockIdx.x][5], dim 0 first) through one map in global memory.
 // fence: kTmapFence* (acquire before first use, thread 0, then a CTA barrier); prefetch: prefetch.tensormap first.
@@ -45,10 +21,8 @@ extern "C" __global__ void global_map_load(const CUtensorMap* map, int fence, in
         if (prefetch) tensormap_prefetch(map);
     }
     init_block_barriers({&bar, 1, 1});
-    int c[5];
-    load_coords(coords + 5 * blockIdx.x, c);
-    load_one_image(map, rank, c, box_offset, image_bytes, tx_bytes, poison, image,
-                   images + static_cast<size_t>(blockIdx.x) * (image_bytes / 4), &bar, 0, status, blockIdx.x);
+    load_one_image(map, rank, coords + 5 * blockIdx.x, box_offset, image_bytes, tx_bytes, poison, image, images,
+                   &bar, status);
 }
 
 // The same through the __constant__ map (which no fence can acquire).
@@ -60,10 +34,8 @@ extern "C" __global__ void const_map_load(int prefetch, int rank, const int* coo
     u32* image = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
     if (threadIdx.x == 0 && prefetch) tensormap_prefetch(&drvtma_const_map);
     init_block_barriers({&bar, 1, 1});
-    int c[5];
-    load_coords(coords + 5 * blockIdx.x, c);
-    load_one_image(&drvtma_const_map, rank, c, box_offset, image_bytes, tx_bytes, poison, image,
-                   images + static_cast<size_t>(blockIdx.x) * (image_bytes / 4), &bar, 0, status, blockIdx.x);
+    load_one_image(&drvtma_const_map, rank, coords + 5 * blockIdx.x, box_offset, image_bytes, tx_bytes, poison,
+                   image, images, &bar, status);
 }
 
 // One device edit job per CTA (drvtma/tma/global_maps.py ReplaceJob.to_words, kJobWords ints):
@@ -100,10 +72,8 @@ extern "C" __global__ void replace_load(const CUtensorMap* tmpl, const int* jobs
     }
     init_block_barriers({&bar, 1, 1});
     if (!job[3]) return;
-    int c[5];
-    load_coords(job + 5, c);
-    load_one_image(mine, job[1], c, box_offset, image_bytes, static_cast<u32>(job[2]), poison, image,
-                   images + static_cast<size_t>(blockIdx.x) * (image_bytes / 4), &bar, 0, status, blockIdx.x);
+    load_one_image(mine, job[1], job + 5, box_offset, image_bytes, static_cast<u32>(job[2]), poison, image, images,
+                   &bar, status);
 }
 
 // The rewrite pitfalls. slots[blockIdx.x] holds map A (written by the host); map_b has the same geometry over

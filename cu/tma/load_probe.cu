@@ -1,7 +1,7 @@
 // Load probe: each CTA loads one box of `map` at its own coordinates into poisoned shared memory and writes the
 // raw shared-memory image back, so the host can compare every byte (written or not) with drvtma/oracle.py.
 // Rank, coordinates, base offset, image size and expect_tx are runtime values: one cubin serves every spec.
-#include <drvtma/tma.cuh>
+#include <drvtma/image.cuh>
 
 // The image starts at a 1024-byte aligned shared address, so the swizzle phase (period up to 1024 B) of the
 // destination is exactly `box_offset`, whatever the compiler puts before the dynamic region.
@@ -16,25 +16,8 @@ extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, i
                                       DrvtmaStatus* status) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ u64 bar;
-
     u32* image = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
-    const u32 words = image_bytes / 4;
-
-    for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
-    // The poison is written by the generic proxy, the box by the async proxy: order them, or a late poison
-    // store could land on top of loaded data (the CTA barrier in init_block_barriers completes the ordering).
-    fence_proxy_async_shared();
     init_block_barriers({&bar, 1, 1});
-
-    if (is_issuer()) {
-        int c[5];
-        const int* mine = coords + 5 * blockIdx.x;
-        for (int k = 0; k < 5; ++k) c[k] = mine[k];
-        mbar_arrive_expect_tx(&bar, tx_bytes);
-        tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, &map, rank, c, &bar);
-    }
-    if (!mbar_wait(&bar, 0, status, 0, 0, blockIdx.x)) return;
-
-    u32* out = images + static_cast<size_t>(blockIdx.x) * words;
-    for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
+    load_one_image(&map, rank, coords + 5 * blockIdx.x, box_offset, image_bytes, tx_bytes, poison, image, images,
+                   &bar, status);
 }

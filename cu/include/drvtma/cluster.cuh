@@ -92,17 +92,7 @@ __device__ __forceinline__ void mbar_remote_arrive_cta(u64* bar, u32 rank) {
 // try_wait that acquires at cluster scope: for a barrier that publishes peers' plain st.shared::cluster stores
 // (cluster_identity.cu) or whose waiter reads peer memory. A ring of multicast stages does not need it: the
 // bytes complete_tx this CTA's own barrier through the async proxy (gemm_ws.cu, multicast_bench.cu wait at CTA scope).
-__device__ __forceinline__ bool mbar_try_wait_parity_cluster(u64* bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
+DRVTMA_MBAR_PARITY_POLL(mbar_try_wait_parity_cluster, "try_wait.parity.acquire.cluster")
 
 // Bounded wait on a multicast-fed barrier. A timeout is recorded with the CTA's cluster rank (status.cuh).
 __device__ __forceinline__ bool mbar_wait_cluster(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id,
@@ -111,17 +101,7 @@ __device__ __forceinline__ bool mbar_wait_cluster(u64* bar, u32 parity, DrvtmaSt
 }
 
 // One non-blocking look at a barrier's phase (probes report barrier state with it).
-__device__ __forceinline__ bool mbar_test_parity(u64* bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
+DRVTMA_MBAR_PARITY_POLL(mbar_test_parity, "test_wait.parity.acquire.cluster")
 
 // Thread 0 initialises the barriers and runs fence.mbarrier_init.release.cluster (mbar_fence_init); the cluster
 // barrier after it makes every CTA's barriers visible to every peer and to multicasts issued after it. Every thread

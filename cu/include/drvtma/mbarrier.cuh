@@ -53,18 +53,25 @@ __device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
     asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 
-// True once the phase with this parity has completed (parity 1 is "complete" right after init).
-__device__ __forceinline__ bool mbar_try_wait_parity(u64* bar, u32 parity) {
-    u32 done;
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-    return done != 0;
-}
+// The one look at an mbarrier phase, defined once for every flavour: DRVTMA_MBAR_PARITY_POLL(name, "op") defines
+// `bool name(u64* bar, u32 parity)`, true once the phase with this parity has completed (parity 1 is "complete"
+// right after init). `op` is the instruction with its qualifiers, spliced into the asm string: "try_wait.parity"
+// (may suspend the thread a while; acquire at CTA scope, the default) or e.g. "test_wait.parity.acquire.cluster"
+// (returns at once; cluster.cuh's flavours acquire at cluster scope).
+#define DRVTMA_MBAR_PARITY_POLL(name, op)                                 \
+    __device__ __forceinline__ bool name(u64* bar, u32 parity) {           \
+        u32 done;                                                          \
+        asm volatile(                                                      \
+            "{\n\t.reg .pred p;\n\t"                                       \
+            "mbarrier." op ".shared::cta.b64 p, [%1], %2;\n\t"             \
+            "selp.u32 %0, 1, 0, p;\n\t}"                                   \
+            : "=r"(done)                                                   \
+            : "r"(smem_u32(bar)), "r"(parity)                              \
+            : "memory");                                                   \
+        return done != 0;                                                  \
+    }
+
+DRVTMA_MBAR_PARITY_POLL(mbar_try_wait_parity, "try_wait.parity")
 
 // ---- bounded waits: the one definition. `poll()` until it returns true; after DRVTMA_WAIT_TIMEOUT_NS the
 // timeout is recorded in the status block (who, where, which parity, since when: BarrierTimeout on the host) and

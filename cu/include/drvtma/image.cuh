@@ -1,0 +1,36 @@
+// drvtma device helper for the load probes: one box loaded into a poisoned shared-memory image that is then
+// copied out whole, so the host can compare every byte (written or not) with drvtma/tma/oracle.py.
+#pragma once
+#include "tma.cuh"
+
+// A box's coordinates from memory (5 ints, dim 0 first; a rank below 5 ignores the rest).
+__device__ __forceinline__ void load_coords(const int* coords, int c[5]) {
+    for (int k = 0; k < 5; ++k) c[k] = coords[k];
+}
+
+// Poison `image` (image_bytes, a multiple of 16), load one box of `map` into it at `box_offset` (thread 0 issues:
+// `rank` and coords[5], dim 0 first; `tx` bytes expected) and copy the image to this block's slot of `images`
+// ([gridDim.x][image_bytes / 4]). Every thread of the block calls it, with `bar` freshly initialised (one arrival).
+// Returns the block's one answer: false when any thread's wait timed out (recorded in `status`, where = the block).
+__device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank, const int* coords, u32 box_offset,
+                                               u32 image_bytes, u32 tx, u32 poison, u32* image, u32* images,
+                                               u64* bar, DrvtmaStatus* status) {
+    int c[5];
+    load_coords(coords, c);
+    const u32 words = image_bytes / 4;
+    for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
+    // The poison is written by the generic proxy, the box by the async proxy: order them, or a late poison store
+    // could land on top of loaded data (the CTA barrier completes the ordering).
+    fence_proxy_async_shared();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        mbar_arrive_expect_tx(bar, tx);
+        tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, map, rank, c, bar);
+    }
+    // a thread whose wait timed out copies a stale image and meets the others at the barrier, which is the vote:
+    // the block returns false as one (mbarrier.cuh, uniform timeouts)
+    const bool waited = mbar_wait(bar, 0, status, 0, 0, blockIdx.x);
+    u32* out = images + static_cast<size_t>(blockIdx.x) * words;
+    for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
+    return !__syncthreads_or(!waited);
+}
