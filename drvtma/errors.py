@@ -1,10 +1,9 @@
-"""Every exception drvtma raises, in one place."""
+"""Every exception drvtma raises, in one place; the `Rule` record that rule tables are made of; what an integer is."""
 
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
-
+from typing import Callable, Iterable, NamedTuple
 
 
 class DrvtmaError(Exception):
@@ -126,6 +125,37 @@ class BarrierTimeout(DrvtmaError):
 
     def __reduce__(self):  # picklable across processes (child-process probes)
         return (BarrierTimeout, (self.kernel, self.waits, self.count))
+
+
+class Rule(NamedTuple):
+    """One entry of a room's table of rules, the one definition that both its full check and its fast path run.
+
+    ``holds(*subject)`` is the quick test: True exactly when ``broken(*subject)`` would yield nothing. ``broken``
+    yields the RuleErrors (each naming its parameter, value and fix) and runs only where ``holds`` said no.
+    ``rules`` are the names it reports (one, or a few checked axis by axis together); ``scope`` says what part of the
+    subject it reads, so a fast path may remember or skip a part; ``after``: rules whose breaking makes this one
+    meaningless (it is skipped then); ``stop``: nothing after it is checked unless every rule so far holds.
+    """
+
+    rules: tuple[str, ...]
+    holds: Callable[..., bool]
+    broken: Callable[..., Iterable[RuleError]]
+    scope: str = ""
+    after: frozenset = frozenset()
+    stop: bool = False
+
+
+def broken_rules(table: Iterable[Rule], *subject) -> list[RuleError]:
+    """Every broken rule of `table` for `subject`, in table order (the errors of a rule in the order it yields)."""
+    errors: list[RuleError] = []
+    for rule in table:
+        if rule.after and errors and any(e.rule in rule.after for e in errors):
+            continue
+        if not rule.holds(*subject):
+            errors += rule.broken(*subject)
+        if rule.stop and errors:
+            break
+    return errors
 
 
 class StoreStraddleWarning(UserWarning):

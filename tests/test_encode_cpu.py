@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from drvtma.tma.encode import _geometry_holds
-from drvtma.tma.rules import validate_all
-from drvtma.tma.spec import SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec
+from drvtma.tma.rules import RULES, validate_all
+from drvtma.tma.spec import ALL_RULES, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec
 from drvtma.testing import RngChooser, build_any_spec, build_invalid_spec, build_valid_spec
 
 
@@ -28,6 +28,51 @@ def test_the_quick_check_says_yes_exactly_when_validate_all_finds_nothing(seed):
             assert extent == spec.extent_bytes
         seen[extent is not None] += 1
     assert seen[True] > 100 and seen[False] > 100  # both answers were exercised
+
+
+def _break_more(ch, spec):
+    """`spec` with one more field set to a value some rule refuses (the rank kept)."""
+    def first(values, v):
+        return (v,) + values[1:] if values else values
+
+    changes = ch.choice([
+        {"shape": first(spec.shape, ch.choice([0, 1 << 33]))}, {"strides_bytes": first(spec.strides_bytes, -16)},
+        {"strides_bytes": first(spec.strides_bytes, 24)}, {"strides_bytes": first(spec.strides_bytes, 0)},
+        {"box": spec.box[:-1] + (300,) if spec.box else ()}, {"element_strides": first(spec.element_strides, 9)},
+        {"oob_fill": "nan"}, {"swizzle": ch.choice([5, "128B"])}, {"interleave": ch.choice(["32B", "16B"])},
+        {"base_address": 0x7F0000000004}, {"allow_overlap": True}, {"allow_undocumented": True}])
+    return spec.replace(**changes)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_each_rules_quick_test_says_yes_exactly_when_its_check_finds_nothing(seed):
+    """Rule by rule: validate_all runs `holds` first and `broken` only on a no, so they must agree (on specs that
+    break several rules too: every quick test but the form's runs there)."""
+    ch = RngChooser(np.random.default_rng(100 + seed))
+    seen = {rule.rules: {True: 0, False: 0} for rule in RULES}
+    for i in range(1500):
+        spec = build_any_spec(ch) if i % 2 else build_invalid_spec(ch)[0]
+        if i % 3 == 0:
+            spec = _break_more(ch, spec)
+        limit = ch.choice([SMEM_PER_BLOCK_OPTIN_SM90, 16384])
+        names: set = set()
+        for rule in RULES:
+            if names & rule.after:
+                continue
+            found = list(rule.broken(spec, limit))
+            assert rule.holds(spec, limit) == (not found), (rule.rules, spec.describe(), [str(e) for e in found])
+            assert {e.rule for e in found} <= set(rule.rules)
+            seen[rule.rules][not found] += 1
+            names |= {e.rule for e in found}
+            if rule.stop and names:
+                break
+    assert all(counts[True] and counts[False] for counts in seen.values()), seen
+
+
+def test_the_table_names_every_rule_once():
+    names = [name for rule in RULES for name in rule.rules]
+    assert len(names) == len(set(names)) and set(names) == ALL_RULES
+    assert {rule.scope for rule in RULES} == {"form", "address", "layout", "box"}
 
 
 def test_valid_specs_pass_the_quick_check():

@@ -1,9 +1,9 @@
 """Encoding: `encode_tiled` (checked) and `encode_unchecked` to the 128-byte `TensorMap` a kernel takes by value.
 
-Host cost is part of the contract (a map per launch must stay cheap): a spec seen before costs one dict lookup, the address checks and the
-driver call; a new geometry adds one pass of `_geometry_holds` (every rule of `rules.validate_all` as a plain
-predicate: it only ever says yes where validate_all finds nothing) and the driver's arguments, built once per
-geometry. Only a spec that fails the predicate goes through validate_all, for the error and its fix.
+Host cost is part of the contract (a map per launch must stay cheap): a spec seen before costs one dict lookup, the
+address checks and the driver call; a new geometry adds `_geometry_holds` (the quick test of every rule in
+`rules.RULES`, the table validate_all runs too) and the driver's arguments, built once per geometry. Only a spec that
+fails a quick test goes through validate_all, for the error and its fix.
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from ..errors import CudaError, TensorMapError, as_int, is_int
 from ..errors import address as as_address
 from ..runtime.driver import DeviceBuffer
 from .arrays import array_layout, is_array
-from .rules import address_error, bounds_error, validate_all
-from .spec import (DRIVER_BOX_BYTES_LIMIT, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_STRIDE_BYTES,
-                   SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, TENSOR_MAP_BYTES, Interleave, L2Promotion,
-                   OobFill, Swizzle, TensorMapSpec, TmaParams)
+from .rules import RULES, address_error, bounds_error, validate_all
+from .spec import SMEM_PER_BLOCK_OPTIN_SM90, TENSOR_MAP_BYTES, Interleave, TensorMapSpec, TmaParams
 
 
 def _resolve_target(base_address: int | None, target) -> tuple[int, object, int | None]:
@@ -180,84 +178,40 @@ def _geometry(spec: TensorMapSpec, smem_limit: int | None) -> _Geometry:
     return geometry
 
 
-def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
-    """The tensor's extent in bytes if validate_all finds nothing wrong with the geometry (the address aside), else
-    None; in one pass, the box's rules remembered per box (maps of one box often differ only in shape).
+# rules.RULES split by what each reads: the form (rank, enums) and the box's rules, remembered per box and form (maps
+# of one box often differ only in shape); then shape and strides. The address is encode's own check.
+_BOX = tuple(rule.holds for rule in RULES if rule.scope in ("form", "box"))
+_LAYOUT = tuple(rule.holds for rule in RULES if rule.scope == "layout")
+_boxes: dict[tuple, bool] = {}
 
-    Mirrors rules.validate_all rule by rule (tests/test_encode_cpu.py checks it agrees with validate_all); a None
-    sends the spec to validate_all, which names the rule.
-    """
-    shape, strides, box, es = spec.shape, spec.strides_bytes, spec.box, spec.element_strides
-    rank = len(shape)
-    if not (1 <= rank <= 5 and len(strides) == rank and len(box) == rank and len(es) == rank):
-        return None  # rank, rank_mismatch
-    il, sw = spec.interleave, spec.swizzle
-    if (type(il) is not Interleave or type(sw) is not Swizzle or type(spec.l2_promotion) is not L2Promotion
-            or type(spec.oob_fill) is not OobFill):
-        return None  # enum, sm100_only
-    box_key = (spec.dtype.enum, box, es, il, sw, spec.oob_fill, spec.allow_undocumented, smem_limit)
+
+def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
+    """The tensor's extent in bytes if every rule of rules.RULES but the address holds, else None (then
+    validate_all names the rule). Runs the rules' quick tests only."""
+    # Every field the form and box rules read. Enums compare as their ints, but a spec holds an in-range value only
+    # as its member (TensorMapSpec normalises), so a key never mixes a member with a raw int.
+    box_key = (spec.dtype.enum, spec.box, spec.element_strides, len(spec.shape), len(spec.strides_bytes),
+               spec.interleave, spec.swizzle, spec.l2_promotion, spec.oob_fill, spec.allow_undocumented, smem_limit)
     box_ok = _boxes.get(box_key)
     if box_ok is None:
         if len(_boxes) >= 4096:
             _boxes.clear()
-        box_ok = _boxes[box_key] = _box_holds(spec, smem_limit)
+        box_ok = True
+        for holds in _BOX:  # in table order: the form first, every later test assumes it
+            if not holds(spec, smem_limit):
+                box_ok = False
+                break
+        _boxes[box_key] = box_ok
     if not box_ok:
         return None
-    itemsize = spec.dtype.itemsize
-    if strides[-1] != itemsize or min(shape) < 1 or max(shape) > MAX_DIM:
-        return None  # inner_stride, dim_range
-    extent = (shape[-1] - 1) * itemsize + itemsize
-    if rank > 1:
-        outer = strides[:-1]
-        if min(outer) < 0 or max(outer) >= MAX_STRIDE_BYTES:
-            return None  # stride_range
-        align = 32 if il == Interleave.B32 else 16
-        for s in outer:
-            if s % align:
-                return None  # stride_alignment
-        # row-major (rows may be padded): each axis steps past the one inside it, so nothing overlaps
-        step, nested = itemsize * shape[-1], True
-        for i in range(rank - 2, -1, -1):
-            extent += (shape[i] - 1) * strides[i]
-            if strides[i] < step:
-                nested = False
-            step = strides[i] * shape[i]
-        if not nested and not spec.allow_overlap:  # another order: validate_all's test, sorted by stride
-            axes = sorted([(s, n) for s, n in zip(strides, shape) if n > 1])
-            if axes and axes[0][0] == 0:
-                return None  # stride_zero
-            for i in range(1, len(axes)):
-                if axes[i][0] < axes[i - 1][0] * axes[i - 1][1]:
-                    return None  # strides_overlap
+    for holds in _LAYOUT:
+        if not holds(spec, smem_limit):
+            return None
+    shape, strides = spec.shape, spec.strides_bytes
+    extent = strides[-1]  # the element size, as the rules found
+    for i in range(len(shape)):
+        extent += (shape[i] - 1) * strides[i]
     return extent
-
-
-_boxes: dict[tuple, bool] = {}
-
-
-def _box_holds(spec: TensorMapSpec, smem_limit: int) -> bool:
-    """The rules that depend on the box, element strides, type, interleave, swizzle and fill alone."""
-    box, es, il, sw = spec.box, spec.element_strides, spec.interleave, spec.swizzle
-    if min(box) < 1 or max(box) > MAX_BOX or min(es) < 1 or max(es) > MAX_ELEMENT_STRIDE:
-        return False  # box_range, element_stride_range
-    itemsize = spec.dtype.itemsize
-    inner = box[-1] * itemsize
-    if inner % 16:
-        return False  # box_inner_bytes
-    span = SWIZZLE_SPAN_BYTES[sw]
-    if il == Interleave.NONE:
-        if span and inner > span:
-            return False  # swizzle_span
-    elif len(box) < 3 or (il == Interleave.B32 and sw != Swizzle.B32 and not spec.allow_undocumented):
-        return False  # interleave_rank, interleave_swizzle
-    if spec.oob_fill == OobFill.NAN and not spec.dtype.is_float:
-        return False  # nan_fill_type
-    rows = 1  # loaded elements of every dimension but the innermost
-    for b, e in zip(box[:-1], es[:-1]):
-        rows *= -(-b // e)
-    if rows * -(-box[-1] // es[-1]) * itemsize > DRIVER_BOX_BYTES_LIMIT:
-        return False  # box_bytes
-    return rows * (inner if inner > span else span) <= smem_limit  # smem_budget
 
 
 _encode_call = None

@@ -1,14 +1,15 @@
-"""Every tensor-map encode rule as a named check: each broken rule is a TensorMapError with a fix."""
+"""Every tensor-map encode rule, as data: RULES holds each one's name, its quick test and the check that names
+what broke with a fix (a TensorMapError). validate_all and encode's fast path both run this table."""
 
 from __future__ import annotations
 
 import math
 
-from ..errors import TensorMapError
-from .dtypes import FLOAT_DTYPES, TmaDtype
+from ..errors import Rule, TensorMapError, broken_rules
+from .dtypes import TmaDtype
 from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_RANK,
-                   MAX_STRIDE_BYTES, SM100_ONLY_SWIZZLES, SMEM_PER_BLOCK_OPTIN_SM90, Interleave, L2Promotion, OobFill,
-                   Swizzle, TensorMapSpec)
+                   MAX_STRIDE_BYTES, SM100_ONLY_SWIZZLES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
+                   L2Promotion, OobFill, Swizzle, TensorMapSpec)
 
 def round_up(x: int, m: int) -> int:
     return -(-x // m) * m
@@ -50,7 +51,19 @@ def bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError |
                           "base address")
 
 
-def _check_rank(spec):
+# ---------------------------------------------------------------------------------------------- the rules
+# Each rule is a pair: `_<rule>_holds(spec, smem_limit)`, the quick test (True exactly when the check yields nothing;
+# encode runs these alone), and `_check_<rule>(spec, smem_limit)`, which names what broke and its fix. RULES below
+# lists them in the order validate_all reports. The quick tests read enum members from module constants: a class
+# attribute such as Interleave.NONE costs a lookup per read.
+_NONE, _B16, _B32, _SWIZZLE_32B, _NAN = Interleave.NONE, Interleave.B16, Interleave.B32, Swizzle.B32, OobFill.NAN
+
+def _rank_holds(spec, _limit=None) -> bool:
+    rank = len(spec.shape)
+    return 1 <= rank <= MAX_RANK and len(spec.strides_bytes) == len(spec.box) == len(spec.element_strides) == rank
+
+
+def _check_rank(spec, _limit=None):
     if not 1 <= spec.rank <= MAX_RANK:
         yield TensorMapError("rank", "shape", spec.shape, "use 1 to 5 axes (merge contiguous axes, or split the "
                              "tensor into several maps)", f"rank {spec.rank} is outside 1..{MAX_RANK}")
@@ -61,7 +74,12 @@ def _check_rank(spec):
                                  f"{len(getattr(spec, name))} entries for a rank-{spec.rank} shape")
 
 
-def _check_enums(spec):
+def _enums_holds(spec, _limit=None) -> bool:
+    return (type(spec.interleave) is Interleave and type(spec.swizzle) is Swizzle
+            and type(spec.l2_promotion) is L2Promotion and type(spec.oob_fill) is OobFill)
+
+
+def _check_enums(spec, _limit=None):
     for name, enum in (("interleave", Interleave), ("l2_promotion", L2Promotion), ("oob_fill", OobFill)):
         v = getattr(spec, name)
         if not isinstance(v, enum):
@@ -75,20 +93,42 @@ def _check_enums(spec):
                              f"{spec.swizzle} is not a swizzle value")
 
 
-def _check_address(spec):
+def _address_holds(spec, _limit=None) -> bool:
+    return spec.base_address is None or spec.base_address % address_alignment(spec.interleave) == 0
+
+
+def _check_address(spec, _limit=None):
     error = None if spec.base_address is None else address_error(spec.base_address, spec.interleave)
     if error is not None:
         yield error
 
 
-def _check_dims(spec):
+def _dims_holds(spec, _limit=None) -> bool:
+    for n in spec.shape:  # a loop: cheaper than min() and max() for five values at most
+        if n < 1 or n > MAX_DIM:
+            return False
+    return True
+
+
+def _check_dims(spec, _limit=None):
     for i, n in enumerate(spec.shape):
         if not 1 <= n <= MAX_DIM:
             yield TensorMapError("dim_range", f"shape[{i}]", n, f"use 1..2^32 elements along {_axis(spec, i)}",
                                  f"{_axis(spec, i)} has {n} elements")
 
 
-def _check_strides(spec):
+def _strides_holds(spec, _limit=None) -> bool:
+    strides = spec.strides_bytes
+    if strides[-1] != spec.dtype.itemsize:
+        return False
+    align = 32 if spec.interleave == _B32 else 16
+    for s in strides[:-1]:
+        if s < 0 or s >= MAX_STRIDE_BYTES or s % align:
+            return False
+    return True
+
+
+def _check_strides(spec, _limit=None):
     dt, align = spec.dtype, address_alignment(spec.interleave)
     if spec.strides_bytes[-1] != dt.itemsize:
         yield TensorMapError("inner_stride", f"strides_bytes[{spec.rank - 1}]", spec.strides_bytes[-1],
@@ -109,7 +149,21 @@ def _check_strides(spec):
                 f"the stride of {_axis(spec, i)} is {s} B = {_elements(s, dt)}, not a multiple of {align} B{why}")
 
 
-def _check_overlap(spec):
+def _overlap_holds(spec, _limit=None) -> bool:
+    shape, strides = spec.shape, spec.strides_bytes
+    if spec.allow_overlap or strides[-1] != spec.dtype.itemsize:
+        return True
+    # Row-major (rows may be padded): each axis steps past everything inside it, so nothing overlaps. Another
+    # order, or an empty axis: the check's own test, sorted by stride.
+    step = strides[-1] * shape[-1]
+    for i in range(len(shape) - 2, -1, -1):
+        if strides[i] < step or step <= 0:
+            return next(_check_overlap(spec), None) is None
+        step = strides[i] * shape[i]
+    return True
+
+
+def _check_overlap(spec, _limit=None):
     """Stride 0 and overlapping strides: accepted by the driver, refused here unless allow_overlap [seen]."""
     if spec.allow_overlap or spec.strides_bytes[-1] != spec.itemsize:
         return
@@ -131,7 +185,17 @@ def _check_overlap(spec):
             return
 
 
-def _check_box(spec):
+def _box_holds(spec, _limit=None) -> bool:
+    for b in spec.box:
+        if b < 1 or b > MAX_BOX:
+            return False
+    for e in spec.element_strides:
+        if e < 1 or e > MAX_ELEMENT_STRIDE:
+            return False
+    return spec.box[-1] * spec.dtype.itemsize % 16 == 0
+
+
+def _check_box(spec, _limit=None):
     dt = spec.dtype
     for i, b in enumerate(spec.box):
         if not 1 <= b <= MAX_BOX:
@@ -153,7 +217,16 @@ def _check_box(spec):
                              f"the innermost box row is {inner} B, not a multiple of 16 B")
 
 
-def _check_interleave(spec):
+def _interleave_holds(spec, _limit=None) -> bool:
+    il = spec.interleave
+    if il == _NONE:
+        return True
+    return not ((il == _B16 or il == _B32) and len(spec.shape) < 3) and not (
+        il == _B32 and spec.swizzle != _SWIZZLE_32B and isinstance(spec.swizzle, Swizzle)
+        and not spec.allow_undocumented)
+
+
+def _check_interleave(spec, _limit=None):
     if spec.interleave in (Interleave.B16, Interleave.B32) and spec.rank < 3:
         yield TensorMapError("interleave_rank", "interleave", spec.interleave.name,
                              "use INTERLEAVE_NONE, or describe the tensor with 3 to 5 axes (e.g. N, C/8, HW*8)",
@@ -166,7 +239,14 @@ def _check_interleave(spec):
                              "the documentation requires SWIZZLE_32B with INTERLEAVE_32B")
 
 
-def _check_swizzle(spec):
+def _swizzle_holds(spec, _limit=None) -> bool:
+    if spec.interleave != _NONE:
+        return True
+    span = SWIZZLE_SPAN_BYTES.get(spec.swizzle, 0)
+    return not span or spec.box[-1] * spec.dtype.itemsize <= span
+
+
+def _check_swizzle(spec, _limit=None):
     span = spec.swizzle_span_bytes
     inner = spec.box[-1] * spec.itemsize
     if spec.interleave == Interleave.NONE and span and inner > span:
@@ -177,8 +257,12 @@ def _check_swizzle(spec):
                              f"the innermost box row is {inner} B, wider than the {span} B swizzle span")
 
 
-def _check_fill(spec):
-    if spec.oob_fill == OobFill.NAN and spec.dtype not in FLOAT_DTYPES:
+def _fill_holds(spec, _limit=None) -> bool:
+    return spec.oob_fill != _NAN or spec.dtype.is_float
+
+
+def _check_fill(spec, _limit=None):
+    if spec.oob_fill == OobFill.NAN and not spec.dtype.is_float:
         yield TensorMapError("nan_fill_type", "oob_fill", "NAN", "use oob_fill='zero', or a floating dtype",
                              f"NaN fill needs a floating type; {spec.dtype.name} is not one")
 
@@ -189,7 +273,20 @@ def driver_box_bytes(spec) -> int:
     return math.prod(-(-b // e) for b, e in zip(spec.box, spec.element_strides)) * spec.itemsize
 
 
-def _check_smem(spec, smem_limit: int):
+def _smem_holds(spec, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> bool:
+    """driver_box_bytes and spec.smem_bytes in one pass (the rows of every axis but the innermost, counted once)."""
+    box, es = spec.box, spec.element_strides
+    rows, last = 1, len(box) - 1
+    for i in range(last):
+        rows *= -(-box[i] // es[i])
+    itemsize = spec.dtype.itemsize
+    if rows * -(-box[last] // es[last]) * itemsize > DRIVER_BOX_BYTES_LIMIT:
+        return False
+    inner, span = box[last] * itemsize, SWIZZLE_SPAN_BYTES.get(spec.swizzle, 0)
+    return rows * (inner if inner > span else span) <= smem_limit
+
+
+def _check_smem(spec, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90):
     """The driver's box limit first; then, for boxes the driver takes, whether one fits a block's shared memory."""
     data = driver_box_bytes(spec)
     if data > DRIVER_BOX_BYTES_LIMIT:
@@ -207,29 +304,35 @@ def _check_smem(spec, smem_limit: int):
                              f"{smem_limit} B a block can have; the driver accepts the map, no kernel can land it")
 
 
+_ENUMS = frozenset({"enum", "sm100_only"})
+
+# Every encode rule, in the order validate_all reports them. scope: what a rule reads, so encode can remember the
+# form and box rules per box and skip the address: "form" (the rank, the enums; checked first, every later quick test
+# assumes them), "address", "layout" (shape, strides, allow_overlap), "box" (nothing but the box, element strides,
+# type, rank, enums, allow_undocumented and the shared-memory limit: encode's key of remembered boxes).
+RULES = (
+    Rule(("rank", "rank_mismatch"), _rank_holds, _check_rank, "form", stop=True),
+    Rule(("enum", "sm100_only"), _enums_holds, _check_enums, "form"),
+    Rule(("address_alignment",), _address_holds, _check_address, "address"),
+    Rule(("dim_range",), _dims_holds, _check_dims, "layout"),
+    Rule(("inner_stride", "stride_range", "stride_alignment"), _strides_holds, _check_strides, "layout"),
+    Rule(("stride_zero", "strides_overlap"), _overlap_holds, _check_overlap, "layout"),
+    Rule(("box_range", "element_stride_range", "box_inner_bytes"), _box_holds, _check_box, "box"),
+    Rule(("interleave_rank", "interleave_swizzle"), _interleave_holds, _check_interleave, "box"),
+    Rule(("swizzle_span",), _swizzle_holds, _check_swizzle, "box", after=_ENUMS),
+    Rule(("nan_fill_type",), _fill_holds, _check_fill, "box"),
+    Rule(("box_bytes", "smem_budget"), _smem_holds, _check_smem, "box",
+         after=_ENUMS | {"box_range", "element_stride_range"}),
+)
+
+
 def validate_all(spec: TensorMapSpec, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> list[TensorMapError]:
-    """Every broken rule, in a fixed order. Checks that depend on a broken one (shapes of arrays, enums) skip.
+    """Every broken rule, in a fixed order (RULES). Checks that depend on a broken one (shapes of arrays, enums)
+    skip.
 
     A smaller ``smem_limit`` checks a budget of your own; a larger one only leaves the refusal to the driver.
     """
-    errors = list(_check_rank(spec))
-    if errors:
-        return errors
-    errors += _check_enums(spec)
-    errors += _check_address(spec)
-    errors += _check_dims(spec)
-    errors += _check_strides(spec)
-    errors += _check_overlap(spec)
-    errors += _check_box(spec)
-    errors += _check_interleave(spec)
-    enums_ok = not any(e.rule in ("enum", "sm100_only") for e in errors)
-    if enums_ok:
-        errors += _check_swizzle(spec)
-    errors += _check_fill(spec)
-    ranges_ok = not any(e.rule in ("box_range", "element_stride_range") for e in errors)
-    if enums_ok and ranges_ok:
-        errors += _check_smem(spec, smem_limit)
-    return errors
+    return broken_rules(RULES, spec, smem_limit)
 
 
 def driver_should_accept(errors: list[TensorMapError]) -> bool:
