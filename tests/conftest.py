@@ -2,8 +2,6 @@
 (skipped with the driver's own message), tma_probe and the hypothesis profiles. `ctx` is drvtma_ctx by its old name.
 """
 
-import os
-
 import pytest
 
 # Loaded here too when the package is not installed (the device machine runs from the tree): same module, one plugin.
@@ -16,10 +14,11 @@ TIMING_MARKER = ("timing: measures speed, runs for a fixed time, or counts on a 
 
 def pytest_configure(config):
     """`ci` is the suite's default profile; DRVTMA_HYPOTHESIS_PROFILE=gpu-long for deeper runs."""
+    from drvtma import settings
     from drvtma.testing.plugin import load_profile
 
     config.addinivalue_line("markers", TIMING_MARKER)
-    load_profile(os.environ.get("DRVTMA_HYPOTHESIS_PROFILE", "ci"))
+    load_profile(settings.HYPOTHESIS_PROFILE.get() or "ci")
 
 
 @pytest.fixture(scope="session")

@@ -112,3 +112,25 @@ def test_fp8_is_recognised_by_the_exporters_own_type_name():
     nameless = FakeDLPack(ADDRESS, (16, 64), None, 99, 8)
     with pytest.raises(TypeError, match="cannot name its element type"):
         array_layout(nameless)
+
+
+def test_fp8_comes_from_the_dlpack_capsule_whatever_cuda_core_says():
+    """The type code is read from the exporter's own capsule (dlpack.h's DLDataType), not from cuda.core's words."""
+    from types import SimpleNamespace
+
+    from drvtma.runtime.arrays import dlpack_dtype
+    from drvtma.tma.arrays import _view_dtype
+
+    arr = FakeDLPack(ADDRESS, (16, 64), None, DL_FLOAT8_E5M2, 8)
+    assert dlpack_dtype(arr) == (DL_FLOAT8_E5M2, 8, 1)
+    assert dlpack_dtype(np.zeros(4, np.int16)) == (DL_INT, 16, 1)  # a host exporter: asked with no stream
+    assert dlpack_dtype(object()) is None
+
+    class Wordless:
+        @property
+        def dtype(self):
+            raise TypeError("a message with no code in it")
+
+    assert _view_dtype(Wordless(), arr) == np.dtype(ml_dtypes.float8_e5m2)
+    with pytest.raises(TypeError, match="cannot name its element type"):
+        _view_dtype(Wordless(), SimpleNamespace(__dlpack__=None))

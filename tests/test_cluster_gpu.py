@@ -8,7 +8,6 @@ DRVTMA_FUZZ_MULTICAST sets how many multicasts the fuzz runs (default 3000).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from collections import Counter
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma import settings
 from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.cluster import multicast as M
@@ -31,8 +31,8 @@ from drvtma.tma.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 
-FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_MULTICAST", "3000"))
-SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+FUZZ_CASES = settings.FUZZ_MULTICAST.get()
+SEED = settings.FUZZ_SEED.get()
 POOL_BYTES = 16 << 20
 ROOT = Path(__file__).resolve().parents[1]
 # Every size 1, 2, 4, 8 and 16 over x, y and z (16 needs the non-portable attribute).

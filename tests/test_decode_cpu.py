@@ -347,3 +347,33 @@ def test_random_specs_of_the_corpus_generator_are_valid():
     assert all(random_spec(rng).is_valid() for _ in range(200))
     labels = [label for label, _ in one_at_a_time_specs()]
     assert len(labels) == len(set(labels)) > 400
+
+
+def test_a_cuda_core_descriptor_is_read_through_compat(monkeypatch):
+    """cuda.core has no public accessor for a TensorMapDescriptor's bytes: drvtma.compat reads them where cuda.core
+    packs it as a kernel argument (a ParamHolder whose .ptr holds the map's address). A stand-in holder here."""
+    import ctypes
+    import sys
+    from types import ModuleType
+
+    from drvtma import compat
+
+    raw = (ctypes.c_uint8 * 128)(*range(128))
+    slot = ctypes.c_void_p(ctypes.addressof(raw))
+
+    class ParamHolder:
+        def __init__(self, args):
+            assert type(args[0]).__name__ == "TensorMapDescriptor"
+            self.ptr = ctypes.addressof(slot)
+
+    class TensorMapDescriptor:
+        pass
+
+    holder = ModuleType("fake_kernel_arg_handler")
+    holder.ParamHolder = ParamHolder
+    monkeypatch.setitem(sys.modules, "fake_kernel_arg_handler", holder)
+    monkeypatch.setattr(compat, "_PARAM_HOLDERS", ("no.such.module", "fake_kernel_arg_handler"))
+    assert D.map_bytes(TensorMapDescriptor()) == bytes(range(128))
+    monkeypatch.setattr(compat, "_PARAM_HOLDERS", ("no.such.module",))
+    with pytest.raises(TypeError, match="no ParamHolder"):
+        D.map_bytes(TensorMapDescriptor())

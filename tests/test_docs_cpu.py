@@ -94,3 +94,12 @@ def test_code_comments_and_help_give_reasons_not_issue_numbers():
     found = [f"{_rel(p)}:{n}: {line.strip()[:100]}" for p in SOURCES
              for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if pattern.search(line)]
     assert not found, "say why instead of naming an issue:\n" + "\n".join(found)
+
+
+def test_the_readme_lists_the_environment_variables_as_settings_documents_them():
+    """README's Environment section is drvtma.settings.markdown(): every variable, its default and meaning."""
+    from drvtma import settings
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Environment\n\n", 1)[1].split("\n## ", 1)[0]
+    assert section.rstrip("\n") == settings.markdown().rstrip("\n"), "regenerate it from settings.markdown()"

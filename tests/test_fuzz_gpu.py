@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from drvtma import settings
 from drvtma.runtime.figures import record_test as record
 from drvtma.cli.main import main
 from drvtma.fuzz import loads as fuzz_loads
@@ -21,8 +22,8 @@ from drvtma.fuzz.targets import get_target
 
 pytestmark = pytest.mark.gpu
 
-SECONDS = float(os.environ.get("DRVTMA_FUZZ_SECONDS", "3"))
-SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+SECONDS = settings.FUZZ_SECONDS.get()
+SEED = settings.FUZZ_SEED.get()
 
 
 @pytest.mark.timing  # runs for a fixed time: its case count and rate are the GPU's alone

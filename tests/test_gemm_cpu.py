@@ -285,3 +285,15 @@ def test_streamk_split_covers_every_k_block_once_and_owners_wait_only_upward(til
         assert all(r.kb0 > 0 for r in rest)
     plain = schedule.runs(tiles, kblocks, ctas, streamk=False)
     assert sorted(r.tile for mine in plain for r in mine if r.kb0 == 0 and r.kb1 == kblocks) == list(range(tiles))
+
+
+def test_consumer_tiles_that_are_not_a_plain_offset_are_a_gemm_error(monkeypatch):
+    """The kernel moves consumer 0's A descriptors by the consumer's byte offset: a configuration where that is not
+    what descriptor_for gives is refused naming the rule, never an AssertionError."""
+    from drvtma.wgmma.descriptor import SmemDescriptor
+
+    assert GemmConfig().descriptors()  # the default's consumers are plain offsets
+    advanced = SmemDescriptor.advanced
+    monkeypatch.setattr(SmemDescriptor, "advanced", lambda self, nbytes: advanced(self, nbytes + 16))
+    with pytest.raises(GemmError, match=r"\[consumer_offset\] bm = 128: consumer 1's A descriptors"):
+        GemmConfig().descriptors()

@@ -15,11 +15,11 @@ cannot poison the main run).
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
 
+from drvtma import settings
 from drvtma.errors import BarrierTimeout
 from drvtma.gemm import bench
 from drvtma.gemm.config import GemmConfig
@@ -31,7 +31,7 @@ from edge_timeouts import GEMM_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = pytest.mark.gpu
 
-SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+SEED = settings.FUZZ_SEED.get()
 TYPES = [("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float16", "float16"), ("float16", "float32"),
          ("float8_e4m3fn", "bfloat16"), ("float8_e5m2", "bfloat16")]
 # (M, N, K): one exact tile; the smallest legal problem; ragged in every dimension; deep K; two ragged tiles each

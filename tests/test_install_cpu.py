@@ -173,3 +173,12 @@ def test_drvtma_compile_without_nvdisasm_exits_1_with_one_line(tmp_path):
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1 and "DRVTMA_NVDISASM" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_package_ships_its_type_annotations():
+    """PEP 561: drvtma/py.typed, installed as package data, tells type checkers to read drvtma's annotations."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert (ROOT / "drvtma" / "py.typed").is_file()
+    assert "py.typed" in config["tool"]["setuptools"]["package-data"]["drvtma"]

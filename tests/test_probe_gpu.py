@@ -9,7 +9,6 @@ named by DRVTMA_REPORT_JSONL when that is set.
 from __future__ import annotations
 
 import dataclasses
-import os
 import textwrap
 import time
 from collections import Counter
@@ -18,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma import settings
 from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.tma import oracle
@@ -32,9 +32,9 @@ from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coor
 
 pytestmark = pytest.mark.gpu
 
-FUZZ_SPECS = int(os.environ.get("DRVTMA_FUZZ_SPECS", "500"))
-FUZZ_BOXES = int(os.environ.get("DRVTMA_FUZZ_BOXES", "2000"))
-SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+FUZZ_SPECS = settings.FUZZ_SPECS.get()
+FUZZ_BOXES = settings.FUZZ_BOXES.get()
+SEED = settings.FUZZ_SEED.get()
 POOL_BYTES = 64 << 20
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,6 @@ so a stray write anywhere shows. DRVTMA_FUZZ_STORES sets how many random cases r
 """
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from drvtma import settings as drvtma_settings
 from drvtma.runtime.figures import record_test as record
 from drvtma import load_module
 from drvtma.tma import store_probe as P
@@ -25,7 +25,7 @@ from drvtma.testing.children import run_child
 
 pytestmark = pytest.mark.gpu
 
-FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_STORES", "1000"))
+FUZZ_CASES = drvtma_settings.FUZZ_STORES.get()
 BATCH = 250
 ROOT = Path(__file__).resolve().parents[1]
 

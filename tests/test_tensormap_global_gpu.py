@@ -5,7 +5,6 @@ DRVTMA_DECODE_SPECS sets the round trip's size (default 100000). Risky cases run
 """
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from drvtma import settings
 from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.errors import TensorMapError
@@ -30,10 +30,10 @@ from drvtma.tma.spec import Interleave, Swizzle, TensorMapSpec
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[1]
-DECODE_SPECS = int(os.environ.get("DRVTMA_DECODE_SPECS", "100000"))
+DECODE_SPECS = settings.DECODE_SPECS.get()
 POOL_BYTES = 32 << 20
 SEED = 14
-DUMPS = os.environ.get("DRVTMA_REPLACE_DUMPS")  # where to write the device's edits (CPU test data)
+DUMPS = settings.REPLACE_DUMPS.get()  # where to write the device's edits (CPU test data)
 
 
 @pytest.fixture(scope="module")

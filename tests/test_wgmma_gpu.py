@@ -15,6 +15,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from drvtma import settings
 from drvtma.runtime.figures import record_test as record
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle
@@ -27,8 +28,8 @@ from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = pytest.mark.gpu
 
-FUZZ_CASES = int(os.environ.get("DRVTMA_FUZZ_WGMMA", "600"))
-SEED = int(os.environ.get("DRVTMA_FUZZ_SEED", "1"))
+FUZZ_CASES = settings.FUZZ_WGMMA.get()
+SEED = settings.FUZZ_SEED.get()
 CASES_PER_LAUNCH = 48
 
 
@@ -123,7 +124,7 @@ def test_wgmma_fuzz(probe):
                     dumped[f"g{g_index - 1}_c{i}"] = got[i]
                     dumped[f"g{g_index - 1}_c{i}_bg"] = np.array([int(group.background.sum())])
         total += len(group.cases)
-    dump = os.environ.get("DRVTMA_WGMMA_DUMP")
+    dump = settings.WGMMA_DUMP.get()
     if dump and dumped:
         os.makedirs(dump, exist_ok=True)
         np.savez_compressed(os.path.join(dump, "fuzz_mismatches.npz"), **dumped)
@@ -188,7 +189,7 @@ def test_gather_address_maps(probe):
                 fails.append(f"{name}: {desc.describe()}; {len(bad)} of {addr.size} elements elsewhere, e.g. "
                              f"B[{r},{k}] from byte {addr[r, k]}, oracle says {want[r, k]}; models that match: "
                              f"{matches}")
-    dump = os.environ.get("DRVTMA_WGMMA_DUMP")
+    dump = settings.WGMMA_DUMP.get()
     if dump:
         os.makedirs(dump, exist_ok=True)
         np.savez_compressed(os.path.join(dump, "gather_maps.npz"), **{k.replace("/", "__"): v for k, v in maps.items()})

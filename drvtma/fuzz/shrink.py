@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 
+from .. import settings
+from ..compat import hypothesis_choices_to_bytes
 from .choosers import HypothesisChooser
 
-DEFAULT_DB = Path(os.environ.get("DRVTMA_FUZZ_DB", Path.home() / ".cache" / "drvtma" / "fuzz-db"))
+DEFAULT_DB = Path(settings.FUZZ_DB.get() or Path.home() / ".cache" / "drvtma" / "fuzz-db")
 
 
 def open_database(path=None):
@@ -45,14 +46,6 @@ def case_strategy(target, options: dict):
             reject()
 
     return st.composite(build)()
-
-
-def _choices_to_bytes():
-    try:
-        from hypothesis.database import choices_to_bytes
-    except ImportError:  # hypothesis older than the choice-sequence database format
-        return None
-    return choices_to_bytes
 
 
 class _Checker:
@@ -96,7 +89,7 @@ def shrink_failure(target, options: dict, session, failure, database=None, *, se
     checker = _Checker(target, session, started + seconds)
     work = InMemoryExampleDatabase()  # this failure only: the persistent database may hold other, smaller ones
     key = database_key(target, options)
-    encode = _choices_to_bytes()
+    encode = hypothesis_choices_to_bytes()
     minimal, method = None, "none"
     if encode is not None:
         # Hypothesis takes examples under its primary key as shrunk already and replays them only; the secondary

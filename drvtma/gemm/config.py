@@ -285,7 +285,10 @@ class GemmConfig:
         wg_bytes = self.wg_rows * pitch
         for cw in range(1, self.consumers):
             moved = [d for atom in range(self.m_atoms) for d in a_steps(cw * wg_bytes + atom * WGMMA_M * pitch)]
-            assert moved == [d.advanced(cw * wg_bytes) for d in desc_a], "consumer tiles are not a plain offset"
+            if moved != [d.advanced(cw * wg_bytes) for d in desc_a]:
+                raise GemmError("consumer_offset", "bm", self.bm, f"use a bm whose {self.consumers} consumer "
+                                "tiles start on whole swizzle atoms (a multiple of 64 rows each)",
+                                f"consumer {cw}'s A descriptors are not consumer 0's moved by {cw * wg_bytes} B")
         desc_b = descriptor_for(b_spec, self.a_bytes, "B", "K", dtype=t, n=self.bn, panels=self.panels)
         return [d.encode() for d in desc_a], [d.encode() for d in desc_b], wg_bytes
 

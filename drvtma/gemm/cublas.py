@@ -13,21 +13,24 @@ cuBLAS's "A" (transposed) and A as its "B": the "TN" layout, the one Hopper FP8 
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .. import settings
 from ..errors import DrvtmaError
 
 WORKSPACE_BYTES = 32 << 20  # the cuBLAS docs' recommendation for Hopper
-CUDA_TYPES = {"float32": 0, "float16": 2, "bfloat16": 14, "float8_e4m3fn": 28, "float8_e5m2": 29}
-COMPUTE_32F = 68  # CUBLAS_COMPUTE_32F
-OP_N, OP_T = 0, 1
-HEURISTIC_RESULT_BYTES = 96  # cublasLtMatmulHeuristicResult_t: algo (64 B), workspace size, state, waves, reserved
+HEURISTICS = 8  # algorithms asked of the heuristic; the first is used
+CUDA_TYPES = {"float32": "CUDA_R_32F", "float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF",
+              "float8_e4m3fn": "CUDA_R_8F_E4M3", "float8_e5m2": "CUDA_R_8F_E5M2"}  # nvmath.CudaDataType's names
 
 
 class NoCublasError(DrvtmaError, ImportError):
     """Neither nvmath-python nor torch is installed: there is no cuBLAS to compare with."""
+
+
+class CublasUnsupported(DrvtmaError):
+    """cuBLAS has no kernel for this problem (CUBLAS_STATUS_NOT_SUPPORTED, or no algorithm from the heuristic):
+    cuBLASLt has no e5m2 x e5m2, for one. Callers that can verify another way catch this, and only this."""
 
 
 def open_cublas(prefer: str | None = None):
@@ -48,22 +51,13 @@ def open_cublas(prefer: str | None = None):
 # the fp32-accumulation tolerance on the H200).
 FP8_ACCUMULATION = "fast (tensor-core accumulator, no fp32 promotion), in drvtma and in cuBLAS"
 
-
-def _enum(owner, name: str, fallback: int) -> int:
-    return int(getattr(owner, name, fallback)) if owner is not None else fallback
-
-
-# The C types of the descriptor attributes set here (cublasLt.h): an attribute given the wrong size is refused
-# with CUBLAS_STATUS_INVALID_VALUE (FAST_ACCUM is an int8_t: set as 4 bytes it failed on the H200).
-DESC_ATTRIBUTE_DTYPES = {"TRANSA": np.int32, "TRANSB": np.int32, "FAST_ACCUM": np.int8}
-
-
-# The enum that names an algorithm field's value (cublasLtMatmulTile_t, ...), where nvmath-python has it.
+# The enum that names an algorithm field's value (cublasLtMatmulTile_t, ...), by MatmulAlgoConfigAttribute name.
 _ALGO_ENUMS = {"TILE_ID": "MatmulTile", "STAGES_ID": "MatmulStages", "CLUSTER_SHAPE_ID": "ClusterShape"}
+ALGO_FIELDS = ("ID", "TILE_ID", "STAGES_ID", "SPLITK_NUM", "CLUSTER_SHAPE_ID")
 
 
 def _enum_name(lt, field: str, value: int) -> str:
-    """" (TILE_256x128)" for tile id 24 when nvmath-python knows the enum, else ""."""
+    """" (TILE_256x128)" for tile id 24, "" for a field without an enum or a value the enum lacks."""
     enum = getattr(lt, _ALGO_ENUMS.get(field, ""), None)
     try:
         return f" ({enum(value).name})" if enum is not None else ""
@@ -71,101 +65,117 @@ def _enum_name(lt, field: str, value: int) -> str:
         return ""
 
 
-def _desc_attribute_dtype(lt, attr: int, name: str):
-    """nvmath's own table of attribute types where it has one, else DESC_ATTRIBUTE_DTYPES."""
-    lookup = getattr(lt, "get_matmul_desc_attribute_dtype", None)
-    if lookup is not None:
-        try:
-            return np.dtype(lookup(attr))
-        except Exception:  # noqa: BLE001 - an older nvmath without this attribute in its table
-            pass
-    return np.dtype(DESC_ATTRIBUTE_DTYPES[name])
+def _attribute(value, dtype) -> np.ndarray:
+    """`value` in the C type cuBLASLt declares for an attribute (nvmath's get_*_attribute_dtype): an attribute given
+    the wrong size is refused with CUBLAS_STATUS_INVALID_VALUE (FAST_ACCUM is an int8_t: 4 bytes failed on the H200)."""
+    return np.array([value], np.dtype(dtype))
 
 
 class LtGemm:
-    """cuBLASLt through nvmath.bindings.cublasLt: one handle, a plan per problem (heuristic #0, 32 MiB workspace)."""
+    """cuBLASLt through nvmath.bindings.cublasLt (nvmath-python >= 1.0: its enums, MatmulHeuristicResult and
+    cuBLASLtError): one handle, a plan per problem (heuristic #0, 32 MiB workspace)."""
 
     backend = "cublasLt (nvmath-python)"
 
     def __init__(self):
+        import nvmath
+        from nvmath.bindings import cublas
         from nvmath.bindings import cublasLt as lt  # ImportError when nvmath-python is missing
 
         from ..runtime.driver import DeviceBuffer, context
 
         context()
-        self.lt = lt
+        self.lt, self.cublas = lt, cublas
+        self.types = {name: getattr(nvmath.CudaDataType, code) for name, code in CUDA_TYPES.items()}
         self.handle = lt.create()
         self.workspace = DeviceBuffer(WORKSPACE_BYTES)
-        import nvmath
-
-        self.version = f"cuBLASLt {lt.get_version()}, nvmath-python {getattr(nvmath, '__version__', '?')}"
+        self.version = f"cuBLASLt {lt.get_version()}, nvmath-python {nvmath.__version__}"
         self.algo = "not planned yet"
 
     def plan(self, a, b, c, m: int, n: int, k: int, dtype: str, out_dtype: str, alpha: float = 1.0):
-        """A launch() of C = alpha A . B^T on device buffers a [m, k], b [n, k], c [m, n]."""
+        """A launch() of C = alpha A . B^T on device buffers a [m, k], b [n, k], c [m, n]. CublasUnsupported when
+        cuBLASLt has no kernel for it; its other errors (cuBLASLtError) pass through."""
         lt = self.lt
-        in_t, out_t = CUDA_TYPES[dtype], CUDA_TYPES[out_dtype]
-        desc = lt.matmul_desc_create(COMPUTE_32F, CUDA_TYPES["float32"])
-        attrs = getattr(lt, "MatmulDescAttribute", None)
-        settings = [("TRANSA", 3, OP_T), ("TRANSB", 4, OP_N)]
-        if dtype.startswith("float8"):
-            settings.append(("FAST_ACCUM", 25, 1))  # the same accumulation as drvtma's kernel: see FP8_ACCUMULATION
-        for name, fallback, value in settings:
-            attr = _enum(attrs, name, fallback)
-            v = np.array([value], _desc_attribute_dtype(lt, attr, name))
-            lt.matmul_desc_set_attribute(desc, attr, v.ctypes.data, v.itemsize)
-        la = lt.matrix_layout_create(in_t, k, n, k)  # B's buffer seen as K x N column-major, transposed
-        lb = lt.matrix_layout_create(in_t, k, m, k)  # A's buffer seen as K x M column-major
-        lc = lt.matrix_layout_create(out_t, n, m, n)  # C row-major M x N = column-major N x M
-        pref = lt.matmul_preference_create()
-        ws = np.array([WORKSPACE_BYTES], np.uint64)
-        lt.matmul_preference_set_attribute(pref, _enum(getattr(lt, "MatmulPreferenceAttribute", None),
-                                                       "MAX_WORKSPACE_BYTES", 1), ws.ctypes.data, 8)
-        results = np.zeros((8, HEURISTIC_RESULT_BYTES), np.uint8)
-        count = np.zeros(1, np.int32)
-        lt.matmul_algo_get_heuristic(self.handle, desc, la, lb, lc, lc, pref, 8, results.ctypes.data,
-                                     count.ctypes.data)
-        lt.matmul_preference_destroy(pref)
-        if count[0] < 1:
-            raise DrvtmaError(f"cuBLASLt has no algorithm for {dtype}->{out_dtype} {m}x{n}x{k}")
-        algo = np.ascontiguousarray(results[0, :64])
-        self.algo = self._describe_algo(algo)
+        try:
+            desc, la, lb, lc = self._describe(m, n, k, dtype, out_dtype)
+            try:
+                algo = self._heuristic(desc, la, lb, lc)
+            except BaseException:
+                self._release(desc, la, lb, lc)
+                raise
+        except lt.cuBLASLtError as exc:
+            if exc.status != self.cublas.Status.NOT_SUPPORTED:
+                raise
+            raise CublasUnsupported(f"cuBLASLt cannot do {dtype}->{out_dtype} {m}x{n}x{k} "
+                                    "(CUBLAS_STATUS_NOT_SUPPORTED)") from exc
         alpha_h, beta_h = np.array([alpha], np.float32), np.array([0.0], np.float32)
         keep = (desc, la, lb, lc, algo, alpha_h, beta_h)  # alive as long as the launch
         ws_ptr = self.workspace.ptr
 
         def launch(stream=None):
-            lt.matmul(self.handle, keep[0], alpha_h.ctypes.data, b.ptr, la, a.ptr, lb, beta_h.ctypes.data, c.ptr,
-                      lc, c.ptr, lc, algo.ctypes.data, ws_ptr, WORKSPACE_BYTES,
-                      0 if stream is None else int(stream.handle))
+            lt.matmul(self.handle, desc, alpha_h.ctypes.data, b.ptr, la, a.ptr, lb, beta_h.ctypes.data, c.ptr,
+                      lc, c.ptr, lc, algo.ptr, ws_ptr, WORKSPACE_BYTES, 0 if stream is None else int(stream.handle))
 
         launch.keep = keep
         launch.release = lambda: self._release(desc, la, lb, lc)
         return launch
 
-    def _describe_algo(self, algo: np.ndarray) -> str:
+    def _describe(self, m: int, n: int, k: int, dtype: str, out_dtype: str):
+        """The operation (fp32 compute, "TN") and the layouts of B, A and C: see the module's Layout."""
+        lt, cublas, types = self.lt, self.cublas, self.types
+        desc = lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32F, types["float32"])
+        attrs = [(lt.MatmulDescAttribute.TRANSA, cublas.Operation.T),
+                 (lt.MatmulDescAttribute.TRANSB, cublas.Operation.N)]
+        if dtype.startswith("float8"):  # the same accumulation as drvtma's kernel: see FP8_ACCUMULATION
+            attrs.append((lt.MatmulDescAttribute.FAST_ACCUM, 1))
+        for attr, value in attrs:
+            v = _attribute(value, lt.get_matmul_desc_attribute_dtype(attr))
+            lt.matmul_desc_set_attribute(desc, attr, v.ctypes.data, v.itemsize)
+        in_t, out_t = types[dtype], types[out_dtype]
+        la = lt.matrix_layout_create(in_t, k, n, k)  # B's buffer seen as K x N column-major, transposed
+        lb = lt.matrix_layout_create(in_t, k, m, k)  # A's buffer seen as K x M column-major
+        lc = lt.matrix_layout_create(out_t, n, m, n)  # C row-major M x N = column-major N x M
+        return desc, la, lb, lc
+
+    def _heuristic(self, desc, la, lb, lc):
+        """The first algorithm cuBLASLt's heuristic returns (a MatmulAlgo of its own), described in self.algo."""
         lt = self.lt
-        attrs = getattr(lt, "MatmulAlgoConfigAttribute", None)
+        pref = lt.matmul_preference_create()
+        try:
+            attr = lt.MatmulPreferenceAttribute.MAX_WORKSPACE_BYTES
+            ws = _attribute(WORKSPACE_BYTES, lt.get_matmul_preference_attribute_dtype(attr))
+            lt.matmul_preference_set_attribute(pref, attr, ws.ctypes.data, ws.itemsize)
+            results, count = lt.MatmulHeuristicResult(HEURISTICS), np.zeros(1, np.int32)
+            lt.matmul_algo_get_heuristic(self.handle, desc, la, lb, lc, lc, pref, HEURISTICS, results.ptr,
+                                         count.ctypes.data)
+        finally:
+            lt.matmul_preference_destroy(pref)
+        if count[0] < 1:
+            raise CublasUnsupported("cuBLASLt's heuristic has no algorithm for this problem")
+        algo = lt.MatmulAlgo.from_data(np.array(results[0].algo, copy=True))
+        self.algo = self._describe_algo(algo)
+        return algo
+
+    def _describe_algo(self, algo) -> str:
+        lt = self.lt
         parts = []
-        for name in ("ID", "TILE_ID", "STAGES_ID", "SPLITK_NUM", "CLUSTER_SHAPE_ID"):
-            if attrs is None or not hasattr(attrs, name):
-                continue
-            buf, written = np.zeros(1, np.uint64), np.zeros(1, np.uint64)
+        for name in ALGO_FIELDS:
+            attr = getattr(lt.MatmulAlgoConfigAttribute, name)
+            buf = np.zeros(1, lt.get_matmul_algo_config_attribute_dtype(attr))
+            written = np.zeros(1, np.uint64)
             try:
-                size = np.dtype(lt.get_matmul_algo_config_attribute_dtype(int(getattr(attrs, name)))).itemsize
-                lt.matmul_algo_config_get_attribute(algo.ctypes.data, int(getattr(attrs, name)), buf.ctypes.data,
-                                                    size, written.ctypes.data)
-                parts.append(f"{name.lower()} {int(buf[0])}{_enum_name(lt, name, int(buf[0]))}")
-            except Exception as exc:  # noqa: BLE001 - a field this cuBLASLt does not report
+                lt.matmul_algo_config_get_attribute(algo.ptr, attr, buf.ctypes.data, buf.itemsize,
+                                                    written.ctypes.data)
+            except lt.cuBLASLtError as exc:  # a field this cuBLASLt does not report
                 parts.append(f"{name.lower()} ? ({type(exc).__name__})")
+                continue
+            parts.append(f"{name.lower()} {int(buf[0])}{_enum_name(lt, name, int(buf[0]))}")
         return "heuristic #0: " + ", ".join(parts)
 
-    def _release(self, *objs) -> None:
-        lt = self.lt
-        desc, *layouts = objs
-        lt.matmul_desc_destroy(desc)
+    def _release(self, desc, *layouts) -> None:
+        self.lt.matmul_desc_destroy(desc)
         for layout in layouts:
-            lt.matrix_layout_destroy(layout)
+            self.lt.matrix_layout_destroy(layout)
 
     def describe(self) -> str:
         return f"{self.backend}: {self.version}; {self.algo}"
@@ -218,7 +228,7 @@ class TorchGemm:
                     tc.copy_(r)
         else:
             if out_dtype != dtype:
-                raise DrvtmaError(f"torch.mm cannot write {out_dtype} from {dtype}; install nvmath-python")
+                raise CublasUnsupported(f"torch.mm cannot write {out_dtype} from {dtype}; install nvmath-python")
 
             def run():
                 torch.mm(ta, tb.t(), out=tc)
@@ -253,7 +263,7 @@ class TorchGemm:
 def kernel_names(run) -> list[str]:
     """The CUDA kernels one call of `run()` launched, through torch's profiler (CUPTI); [] without torch, or with
     DRVTMA_CUBLAS_KERNEL_NAMES=0 (a process that profiled once was seen to crash at exit on the H200 image)."""
-    if os.environ.get("DRVTMA_CUBLAS_KERNEL_NAMES", "1") == "0":
+    if not settings.CUBLAS_KERNEL_NAMES.get():
         return []
     try:
         import torch

@@ -11,6 +11,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from .. import settings
 from ..errors import ArgumentError, NvrtcError
 
 DEFAULT_ARCH = "sm_90a"
@@ -21,7 +22,7 @@ _memory_lock = threading.Lock()
 
 def cu_dir() -> Path:
     """The folder of drvtma's kernels: $DRVTMA_CU_DIR, else the copy shipped inside the package, else the repo's."""
-    override = os.environ.get("DRVTMA_CU_DIR")
+    override = settings.CU_DIR.get()
     if override:
         return Path(override)
     here = Path(__file__).resolve().parents[1]  # the drvtma package
@@ -37,9 +38,9 @@ def include_dir() -> Path:
 
 def cache_dir() -> Path | None:
     """Where cubins are cached; None when DRVTMA_NO_CACHE is set."""
-    if os.environ.get("DRVTMA_NO_CACHE", "") not in ("", "0"):
+    if settings.NO_CACHE.get():
         return None
-    root = os.environ.get("DRVTMA_CACHE_DIR")
+    root = settings.CACHE_DIR.get()
     if root:
         return Path(root)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")

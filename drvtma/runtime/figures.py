@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import os
 
+from .. import settings
+
 
 def record_figure(figure: dict, *, echo: bool = True) -> str:
     """Record one figure (a JSON-ready dict); returns its line. `echo` also prints it."""
     line = json.dumps(figure, sort_keys=True)
     if echo:
         print(line)
-    path = os.environ.get("DRVTMA_REPORT_JSONL")
+    path = settings.REPORT_JSONL.get()
     if path:
         append_line(path, line)
     return line

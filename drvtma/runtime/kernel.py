@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import os
 import struct
 import threading
 import weakref
@@ -14,6 +13,8 @@ import numpy as np
 
 from . import cluster_launch, compiler, cubin
 from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error, release, released_quietly
+from .. import settings
+from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
 
 _launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
@@ -101,7 +102,7 @@ class Module:
 
 def _log_kernel(name: str) -> None:
     """Append a kernel's name to $DRVTMA_KERNEL_LOG (scripts/sanitize.py lists what each family ran)."""
-    path = os.environ.get("DRVTMA_KERNEL_LOG")
+    path = settings.KERNEL_LOG.get()
     if path:
         with open(path, "a") as f:
             f.write(name + "\n")
@@ -257,7 +258,7 @@ class Kernel:
     def _param_info(self) -> list[tuple[int, int]]:
         """The parameter layout, without a failing driver call: the count from cuKernelGetParamCount where the
         driver has it, else the cubin's KPARAM_INFO records (drvtma.runtime.cubin); never "ask until it fails"."""
-        query = getattr(cu, "cuKernelGetParamCount", None)
+        query = kernel_param_count(cu)
         if query is not None and context().properties.driver_version >= PARAM_COUNT_DRIVER_VERSION:
             count = int(call(query, self.handle))
             return [(int(o), int(s)) for o, s in (call(cu.cuKernelGetParamInfo, self.handle, i)

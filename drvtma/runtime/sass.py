@@ -12,6 +12,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from .. import settings
 from ..errors import DrvtmaError
 
 INSTALL = "pip install 'nvidia-cuda-nvdisasm>=13,<14', or set DRVTMA_NVDISASM to an nvdisasm of CUDA 13"
@@ -20,7 +21,7 @@ INSTALL = "pip install 'nvidia-cuda-nvdisasm>=13,<14', or set DRVTMA_NVDISASM to
 @lru_cache(maxsize=1)
 def nvdisasm_path() -> str:
     """nvdisasm from $DRVTMA_NVDISASM, the nvidia-cuda-nvdisasm wheel, or the PATH."""
-    override = os.environ.get("DRVTMA_NVDISASM")
+    override = settings.NVDISASM.get()
     if override:
         if not (os.path.isfile(override) and os.access(override, os.X_OK)):
             raise DrvtmaError(f"DRVTMA_NVDISASM = {override!r} is not an executable file; fix: point it at "

@@ -14,11 +14,11 @@ Strategies and builders are in `drvtma.testing` (``valid_specs``, ``load_cases``
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 
 import pytest
 
+from .. import settings
 from ..errors import DrvtmaError
 from .optional import hypothesis
 
@@ -38,7 +38,7 @@ def register_profiles() -> None:
 def load_profile(name: str | None = None) -> str | None:
     """Load `name` (or $DRVTMA_HYPOTHESIS_PROFILE); short names map to drvtma's. Returns what was loaded.
     With neither, nothing is imported: projects without hypothesis never reach it."""
-    name = name or os.environ.get("DRVTMA_HYPOTHESIS_PROFILE")
+    name = name or settings.HYPOTHESIS_PROFILE.get()
     if not name:
         return None
     name = PROFILES.get(name, name)
@@ -53,7 +53,7 @@ def load_profile(name: str | None = None) -> str | None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", GPU_MARKER)
     try:
-        if os.environ.get("DRVTMA_HYPOTHESIS_PROFILE"):
+        if settings.HYPOTHESIS_PROFILE.get():
             load_profile()
         elif ("hypothesis" in sys.modules  # already paid for: then test modules can name the profiles too
               or str(config.getoption("hypothesis_profile", None) or "") in PROFILES.values()):

@@ -14,10 +14,11 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import TensorMapError, is_int
-from ..runtime.arrays import strided_view
+from ..runtime.arrays import dlpack_dtype, strided_view
 from .spec import contiguous_strides_bytes
 
-# DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them.
+# DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them
+# (cuda.core 1.2 refuses them).
 _DLPACK_FP8 = {7: "float8_e3m4", 8: "float8_e4m3", 9: "float8_e4m3b11fnuz", 10: "float8_e4m3fn",
                11: "float8_e4m3fnuz", 12: "float8_e5m2", 13: "float8_e5m2fnuz", 14: "float8_e8m0fnu"}
 
@@ -70,27 +71,19 @@ def array_layout(obj) -> ArrayLayout:
 
 
 def _view_dtype(view, obj) -> np.dtype:
-    """The view's element type; fp8 where this cuda.core cannot name it (it refuses the DLPack code)."""
+    """The view's element type; where this cuda.core cannot name it (it knows no fp8), the fp8 type of the DLPack
+    code in the exporter's capsule, else of the exporter's own type name (torch.float8_e4m3fn)."""
     try:
         return np.dtype(view.dtype)
     except (TypeError, ValueError) as exc:
-        # the DLPack code in cuda.core's message, else the exporter's own name for its type (torch.float8_e4m3fn)
-        name = _DLPACK_FP8.get(_dlpack_code(str(exc)))
+        code = dlpack_dtype(obj)
+        name = _DLPACK_FP8.get(code[0]) if code is not None and code[1:] == (8, 1) else None
         own = str(getattr(obj, "dtype", "")).rsplit(".", 1)[-1]
         if name is None and own in _DLPACK_FP8.values():
             name = own
         if name is not None and hasattr(ml_dtypes, name):
             return np.dtype(getattr(ml_dtypes, name))
         raise TypeError(f"{type(obj).__name__}: cuda.core cannot name its element type ({exc})") from None
-
-
-def _dlpack_code(message: str) -> int | None:
-    """The DLPack type code in cuda.core's 'Unsupported dtype. dtype code: N' message."""
-    tail = message.rsplit("code:", 1)
-    try:
-        return int(tail[1]) if len(tail) == 2 else None
-    except ValueError:
-        return None
 
 
 def _check_cai(cai) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compat import tensor_map_descriptor_bytes
 from ..errors import TensorMapError
 from ..errors import address as as_address
 from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
@@ -80,7 +81,7 @@ def map_bytes(obj) -> bytes:
     elif hasattr(obj, "to_bytes") and callable(obj.to_bytes) and not isinstance(obj, (int, np.integer)):
         raw = obj.to_bytes()  # drvtma TensorMap
     elif type(obj).__name__ == "TensorMapDescriptor":
-        raw = _cuda_core_bytes(obj)
+        raw = tensor_map_descriptor_bytes(obj, TENSOR_MAP_BYTES)
     elif hasattr(obj, "getPtr"):  # cuda.bindings CUtensorMap
         raw = ctypes.string_at(int(obj.getPtr()), TENSOR_MAP_BYTES)
     else:
@@ -105,22 +106,6 @@ def _array_bytes(obj) -> bytes:
     if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() > 255)):
         raise TensorMapError("decode_type", "bytes", f"{arr.dtype} array", how, "bytes are integers 0..255")
     return arr.astype(np.uint8).tobytes()
-
-
-def _cuda_core_bytes(desc) -> bytes:
-    """cuda.core keeps the map inside the descriptor; its kernel-argument holder exposes where (no GPU needed)."""
-    import importlib
-
-    for name in ("cuda.core._kernel_arg_handler", "cuda.core.cu13._kernel_arg_handler",
-                 "cuda.core.cu12._kernel_arg_handler", "cuda.core.experimental._kernel_arg_handler"):
-        try:
-            holder_type = importlib.import_module(name).ParamHolder
-        except (ImportError, AttributeError):
-            continue
-        holder = holder_type([desc])
-        address = ctypes.c_void_p.from_address(holder.ptr).value
-        return ctypes.string_at(address, TENSOR_MAP_BYTES)
-    raise TypeError("this cuda.core has no ParamHolder to read a TensorMapDescriptor's bytes from")
 
 
 @dataclass(frozen=True)

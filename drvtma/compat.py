@@ -1,0 +1,50 @@
+"""What differs between the versions of cuda-bindings, cuda.core and hypothesis drvtma runs with, in one place:
+each function answers for the installed version, so the rooms never test versions themselves."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+
+
+def strided_view_maker(protocol: str):
+    """cuda.core's StridedMemoryView constructor for `protocol` ("dlpack" or "cuda_array_interface"): the named
+    classmethod (cuda.core >= 0.5), else the class itself (older versions try DLPack, then the interface)."""
+    from cuda.core.utils import StridedMemoryView
+
+    return getattr(StridedMemoryView, f"from_{protocol}", StridedMemoryView)
+
+
+def kernel_param_count(cu):
+    """cuKernelGetParamCount where these bindings have it (cuda-bindings 13.2+; the driver must be 13.2+ too),
+    else None."""
+    return getattr(cu, "cuKernelGetParamCount", None)
+
+
+# cuda.core (1.2) has no public accessor for a TensorMapDescriptor's bytes: the map is a private field, reachable
+# only through the kernel-argument holder that `launch` packs it with (it needs no GPU). Its module moved between
+# versions; these are the places it has been.
+_PARAM_HOLDERS = ("cuda.core._kernel_arg_handler", "cuda.core.cu13._kernel_arg_handler",
+                  "cuda.core.cu12._kernel_arg_handler", "cuda.core.experimental._kernel_arg_handler")
+
+
+def tensor_map_descriptor_bytes(desc, size: int) -> bytes:
+    """The `size` bytes of a cuda.core TensorMapDescriptor, read where cuda.core packs it as a kernel argument."""
+    for name in _PARAM_HOLDERS:
+        try:
+            holder_type = importlib.import_module(name).ParamHolder
+        except (ImportError, AttributeError):
+            continue
+        holder = holder_type([desc])
+        address = ctypes.c_void_p.from_address(holder.ptr).value
+        return ctypes.string_at(address, size)
+    raise TypeError("this cuda.core has no ParamHolder to read a TensorMapDescriptor's bytes from")
+
+
+def hypothesis_choices_to_bytes():
+    """hypothesis.database.choices_to_bytes, or None in a hypothesis older than the choice-sequence database."""
+    try:
+        from hypothesis.database import choices_to_bytes
+    except ImportError:
+        return None
+    return choices_to_bytes
