@@ -232,10 +232,10 @@ def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
 
     buf = DeviceBuffer.__new__(DeviceBuffer)  # a stand-in: no GPU here, only its pointer and its closed state
     buf.ptr, buf.nbytes = 0x1000, 16
-    buf._free = type("Alive", (), {"alive": True})()
+    buf._finalizer = type("Alive", (), {"alive": True})()
     p = ArgPacker("k", [(0, 8)])
     p.pack((buf,))
-    buf._free.alive = False
+    buf._finalizer.alive = False
     with pytest.raises(LaunchError, match="argument 0 is a closed DeviceBuffer"):
         p.pack((buf,))
 

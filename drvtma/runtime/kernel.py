@@ -7,13 +7,12 @@ import operator
 import os
 import struct
 import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import cluster_launch, compiler, cubin
-from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error, release, released_quietly
+from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error
 from ..errors import CudaError, LaunchError, is_int
 
 _launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
@@ -58,7 +57,7 @@ class LaunchConfig:
         return cls(g, b, int(shared_mem), c)
 
 
-class Module:
+class Module(Resource):
     """A loaded cubin (cuLibraryLoadData). Kernels taken from it keep it alive."""
 
     def __init__(self, cubin: bytes, name: str = "<cubin>"):
@@ -66,7 +65,7 @@ class Module:
         self.name = name
         self.cubin = cubin
         self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
-        self._unload = weakref.finalize(self, released_quietly, cu.cuLibraryUnload, self.handle)
+        self._own(cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
     @classmethod
@@ -90,13 +89,7 @@ class Module:
     def close(self) -> None:
         """Unload now; CudaError if the driver refuses (a second close does nothing)."""
         self._kernels.clear()
-        release(self._unload)
-
-    def __enter__(self) -> Module:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().close()
 
 
 def _log_kernel(name: str) -> None:
@@ -116,7 +109,7 @@ def load_module(source, *, options=(), defines=None) -> Module:
     key = (str(source), tuple(options), tuple(sorted((defines or {}).items())))
     with _modules_lock:
         mod = _modules.get(key)
-        if mod is None or not mod._unload.alive:
+        if mod is None or mod.closed:
             mod = _modules[key] = Module.load(source, options=options, defines=defines)
         return mod
 
@@ -179,7 +172,7 @@ class ArgPacker:
                 if arg.closed:
                     raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
                 pack_into("<Q", view, offset, arg.ptr)
-                buffers.append((i, arg._free))
+                buffers.append((i, arg._finalizer))
             elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
                 fmt = _INT_FORMATS.get(size)
                 if fmt is None:
