@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-import operator
+from operator import is_
 import os
 import struct
 import threading
@@ -154,7 +154,7 @@ class ArgPacker:
         an array's address (a tensor can be resized in place). Ints, floats and numpy scalars are immutable, so the
         image still holds them; by-value objects are read by the driver where they live."""
         last = self._last
-        if len(args) != len(last) or not all(map(operator.is_, args, last)):
+        if len(args) != len(last) or not all(map(is_, args, last)):
             return self._pack_new(args)
         for i, alive in self._buffers:
             if not alive.alive:
