@@ -232,10 +232,10 @@ def test_packer_refuses_a_closed_buffer_even_on_the_fast_path():
 
     buf = DeviceBuffer.__new__(DeviceBuffer)  # a stand-in: no GPU here, only its pointer and its closed state
     buf.ptr, buf.nbytes = 0x1000, 16
-    buf._free = type("Alive", (), {"alive": True})()
+    buf._finalizer = type("Alive", (), {"alive": True})()
     p = ArgPacker("k", [(0, 8)])
     p.pack((buf,))
-    buf._free.alive = False
+    buf._finalizer.alive = False
     with pytest.raises(LaunchError, match="argument 0 is a closed DeviceBuffer"):
         p.pack((buf,))
 
@@ -353,6 +353,85 @@ def test_packer_takes_a_device_array_as_its_pointer_and_refuses_host_arrays():
         p.pack((np.zeros(4, np.float32), 3))
     with pytest.raises(LaunchError, match="argument 1 is a 4-byte parameter.*device array"):
         p.pack((3, FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32)))
+
+
+def _pointer_at(p: ArgPacker, address: int, i: int = 0) -> int:
+    return int.from_bytes(_param_bytes(address, p.params)[i], "little")
+
+
+def test_a_device_array_keeps_the_fast_path_and_its_address_is_read_at_every_launch():
+    """The same array again takes the fast path, yet its address is read anew (a tensor resized in place moves)."""
+    from fake_arrays import DL_FLOAT, FakeDLPack
+
+    p = ArgPacker("k", [(0, 8), (8, 4)])
+    arr = FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32)
+    args = (arr, 3)
+    p.pack(args)
+    assert p._last == args  # the fast path holds: no repacking of the scalar
+    arr.address = 0x7F0000300000
+    assert _pointer_at(p, p.pack(args)) == 0x7F0000300000
+
+
+class FakeTensor:
+    """A torch-like tensor: data_ptr(), is_cuda and a DLPack export (its view is built on first sight only)."""
+
+    def __init__(self, address: int, is_cuda: bool = True):
+        from fake_arrays import DL_FLOAT, FakeDLPack
+
+        self.exporter = FakeDLPack(address, (16,), None, DL_FLOAT, 32)
+        self.address, self.is_cuda, self.views = address, is_cuda, 0
+
+    def data_ptr(self) -> int:
+        return self.address
+
+    def __dlpack__(self, *args, **kwargs):
+        self.views += 1
+        self.exporter.address = self.address
+        return self.exporter.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.exporter.__dlpack_device__()
+
+
+def test_an_array_type_is_checked_through_a_view_once_per_position():
+    p = ArgPacker("k", [(0, 8), (8, 8)])
+    a, b = FakeTensor(0x7F0000200000), FakeTensor(0x7F0000400000)
+    p.pack((a, b))
+    assert (a.views, b.views) == (1, 1)
+    a.address = 0x7F0000500000  # resized in place: the same object, a new address
+    addr = p.pack((a, b))
+    assert (_pointer_at(p, addr, 0), _pointer_at(p, addr, 1)) == (0x7F0000500000, 0x7F0000400000)
+    c = FakeTensor(0x7F0000600000)  # a new array of a known type: its pointer only, no view
+    assert _pointer_at(p, p.pack((c, b))) == 0x7F0000600000 and c.views == 0
+    with pytest.raises(LaunchError, match=r"argument 0 \(FakeTensor\) is in host memory"):
+        p.pack((FakeTensor(0x1000, is_cuda=False), b))
+    p.pack((c, b))
+    c.is_cuda = False  # the same tensor moved to the host (`t.data = t.cpu()`): refused on the fast path too
+    with pytest.raises(LaunchError, match=r"argument 0 \(FakeTensor\) is in host memory"):
+        p.pack((c, b))
+
+
+def test_an_interface_array_is_read_through_its_interface_after_the_first_check(monkeypatch):
+    from drvtma.runtime import kernel
+    from fake_arrays import FakeCAI
+
+    checked = []
+    monkeypatch.setattr(kernel, "_array_address", lambda name, i, arr: checked.append(arr) or 0)
+    p = ArgPacker("k", [(0, 8)])
+    a, b = FakeCAI(0x7F0000200000, (16,), "<f4"), FakeCAI(0x7F0000300000, (16,), "<f4")
+    assert _pointer_at(p, p.pack((a,))) == 0x7F0000200000
+    assert _pointer_at(p, p.pack((b,))) == 0x7F0000300000 and checked == [a]
+
+
+def test_a_refused_pack_leaves_no_fast_path_behind():
+    p = ArgPacker("k", [(0, 8), (8, 4)])
+    p.pack((1, 2))
+    with pytest.raises(LaunchError, match="argument 1 has unsupported type str"):
+        p.pack((1, "x"))
+    with pytest.raises(LaunchError, match="takes 2 argument"):
+        p.pack(())
+    with pytest.raises(LaunchError, match="argument 1 has unsupported type str"):
+        p.pack((1, "x"))
 
 
 def test_every_benchmark_names_a_function_that_exists():

@@ -140,7 +140,7 @@ def test_buffers_and_modules_release_their_handles(ctx):
     assert free0 - free1 < 64 << 20
     mod = Module.load("core_roundtrip.cu")
     mod.close()
-    assert not mod._unload.alive  # the library was unloaded
+    assert mod.closed  # the library was unloaded
     mod.close()  # idempotent
 
 

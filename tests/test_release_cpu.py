@@ -1,6 +1,7 @@
 """Releasing driver resources, with a fake driver call (no GPU): an explicit close() checks the driver's status and
 raises CudaError naming the call; a finalizer (garbage collection, interpreter exit) reads it and drops it; a
-second close does nothing; close_all closes everything before it raises."""
+second close does nothing; close_all closes everything before it raises. Every class on the one lifecycle
+(runtime.driver.Resource) is covered: the handle owners and the owners of other resources."""
 
 from __future__ import annotations
 
@@ -10,8 +11,15 @@ import weakref
 import pytest
 
 from drvtma.errors import CudaError
-from drvtma.runtime.driver import DeviceBuffer, Event, Stream, close_all, released_quietly
+from drvtma.b08.modes import B08Runner
+from drvtma.cluster.probe import MulticastProbe
+from drvtma.gemm.launch import BoundGemm
+from drvtma.runtime.driver import DeviceBuffer, Event, Resource, ScratchBuffers, Stream, close_all, released_quietly
 from drvtma.runtime.kernel import Module
+from drvtma.runtime.status import StatusBuffer
+from drvtma.tma.global_maps import GlobalMapRunner, MapSlots
+from drvtma.tma.probe import LoadProbe
+from drvtma.wgmma.probe import WgmmaProbe
 
 cu = pytest.importorskip("cuda.bindings.driver")
 
@@ -29,53 +37,142 @@ class FakeCall:
         return (self.code,)
 
 
-def _owner(cls, attr: str, fake: FakeCall, handle: int = 1234):
+def _owner(cls, fake: FakeCall, handle: int = 1234):
     """An instance of `cls` that owns `handle` through `fake`, made without the driver."""
     obj = cls.__new__(cls)
     obj.ptr = obj.handle = handle
     obj.nbytes = 16
     obj._kernels = {}
-    setattr(obj, attr, weakref.finalize(obj, released_quietly, fake, handle))
+    obj._own(fake, handle)
     return obj
 
 
-OWNERS = [(DeviceBuffer, "_free", "cuMemFree"), (Stream, "_destroy", "cuStreamDestroy"),
-          (Event, "_destroy", "cuEventDestroy"), (Module, "_unload", "cuLibraryUnload")]
+OWNERS = [(DeviceBuffer, "cuMemFree"), (StatusBuffer, "cuMemFree"), (Stream, "cuStreamDestroy"),
+          (Event, "cuEventDestroy"), (Module, "cuLibraryUnload")]
 
 
-@pytest.mark.parametrize("cls, attr, name", OWNERS, ids=[o[0].__name__ for o in OWNERS])
-def test_an_explicit_close_raises_the_drivers_error_once(cls, attr, name):
+@pytest.mark.parametrize("cls, name", OWNERS, ids=[o[0].__name__ for o in OWNERS])
+def test_an_explicit_close_raises_the_drivers_error_once(cls, name):
     fake = FakeCall(name)
-    obj = _owner(cls, attr, fake)
+    obj = _owner(cls, fake)
     with pytest.raises(CudaError) as info:
         obj.close()
     assert info.value.call == name and "CUDA_ERROR_INVALID_VALUE" in str(info.value)
+    assert obj.closed
     obj.close()  # released (or given up) already: nothing more to do, nothing raised
     del obj
     gc.collect()
     assert fake.calls == [1234]  # the finalizer did not run the call a second time
 
 
-@pytest.mark.parametrize("cls, attr, name", OWNERS, ids=[o[0].__name__ for o in OWNERS])
-def test_a_finalizer_drops_the_drivers_error(cls, attr, name):
+@pytest.mark.parametrize("cls, name", OWNERS, ids=[o[0].__name__ for o in OWNERS])
+def test_a_finalizer_drops_the_drivers_error(cls, name):
     fake = FakeCall(name)
-    obj = _owner(cls, attr, fake, handle=99)
+    obj = _owner(cls, fake, handle=99)
     del obj
     gc.collect()  # the finalizer runs here: an exception would be printed, not raised; none is
     assert fake.calls == [99]
 
 
+@pytest.mark.parametrize("cls, name", OWNERS, ids=[o[0].__name__ for o in OWNERS])
+def test_a_with_block_closes(cls, name):
+    fake = FakeCall(name, cu.CUresult.CUDA_SUCCESS)
+    with _owner(cls, fake) as obj:
+        assert not obj.closed
+    assert obj.closed and fake.calls == [1234]
+
+
 def test_a_successful_close_is_quiet():
     fake = FakeCall("cuMemFree", cu.CUresult.CUDA_SUCCESS)
-    buf = _owner(DeviceBuffer, "_free", fake)
+    buf = _owner(DeviceBuffer, fake)
     buf.close()
     assert buf.closed and fake.calls == [1234]
 
 
+def _scratch(*parts):
+    s = ScratchBuffers(minimum=1)
+    s._buffers = {f"part{i}": p for i, p in enumerate(parts)}
+    return s
+
+
+# Owners of other resources: what each holds, built from fake-owned buffers (None: a part not made yet).
+COMPOSITES = {
+    "ScratchBuffers": (ScratchBuffers, lambda a, b: {"_buffers": {"coords": a, "images": b}, "minimum": 1}),
+    "BoundGemm": (BoundGemm, lambda a, b: {"status": a, "workspace": b, "flags": None}),
+    "MapSlots": (MapSlots, lambda a: {"buffer": a}),
+    "GlobalMapRunner": (GlobalMapRunner, lambda a, b: {"scratch": _scratch(a), "status": b}),
+    "WgmmaProbe": (WgmmaProbe, lambda a, b: {"scratch": _scratch(a, b), "status": None}),
+    "LoadProbe": (LoadProbe, lambda a, b: {"scratch": _scratch(a), "status": b}),
+    "MulticastProbe": (MulticastProbe, lambda a, b: {"scratch": _scratch(a), "status": b}),
+    "B08Runner": (B08Runner, lambda a, b: {"_sums": a, "_flush": None, "status": b}),
+}
+
+
+def _composite(name: str, code=None):
+    """An owner of other resources holding fake-owned buffers (handles 1, 2, ...), and their fake calls."""
+    cls, attrs = COMPOSITES[name]
+    fakes = [FakeCall("cuMemFree", code) for _ in range(attrs.__code__.co_argcount)]
+    obj = cls.__new__(cls)
+    obj.__dict__.update(attrs(*(_owner(DeviceBuffer, f, i + 1) for i, f in enumerate(fakes))))
+    return obj, fakes
+
+
+def test_every_owner_of_driver_handles_is_on_the_one_lifecycle():
+    for cls, _ in OWNERS:
+        assert issubclass(cls, Resource) and "__exit__" not in vars(cls) and "__enter__" not in vars(cls)
+    for cls, _ in COMPOSITES.values():
+        assert issubclass(cls, Resource) and not {"close", "__enter__", "__exit__"} & set(vars(cls))
+
+
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_an_owner_closes_every_part_then_raises_the_first_error(name):
+    obj, fakes = _composite(name)
+    with pytest.raises(CudaError) as info:
+        obj.close()
+    assert info.value.call == "cuMemFree"
+    obj.close()  # its parts are released already: nothing more to do, nothing raised
+    del obj
+    gc.collect()
+    assert [f.calls for f in fakes] == [[i + 1] for i in range(len(fakes))]  # each released once
+
+
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_an_owner_in_a_with_block_releases_its_parts(name):
+    obj, fakes = _composite(name, cu.CUresult.CUDA_SUCCESS)
+    with obj as same:
+        assert same is obj
+    assert [f.calls for f in fakes] == [[i + 1] for i in range(len(fakes))]
+
+
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_an_owner_never_closed_leaves_its_parts_to_their_finalizers(name):
+    obj, fakes = _composite(name)
+    del obj
+    gc.collect()  # the parts' finalizers run, quietly
+    assert [f.calls for f in fakes] == [[i + 1] for i in range(len(fakes))]
+
+
+def test_an_owner_releases_its_parts_before_its_own_handle():
+    order = []
+
+    class Owner(Resource):
+        def _parts(self):
+            return self.part, None
+
+    part = _owner(DeviceBuffer, FakeCall("cuMemFree"), 7)
+    part._own(lambda h: order.append(("part", h)) or (cu.CUresult.CUDA_ERROR_INVALID_VALUE,), 7)
+    owner = Owner()
+    owner.part = part
+    owner._own(lambda h: order.append(("own", h)) or (cu.CUresult.CUDA_SUCCESS,), 8)
+    with pytest.raises(CudaError):
+        owner.close()  # the part's error, raised after the owner's own handle was released too
+    assert order == [("part", 7), ("own", 8)] and owner.closed and part.closed
+
+
 def test_close_all_closes_everything_then_raises_the_first_error():
     fakes = [FakeCall("cuMemFree"), FakeCall("cuMemFree", cu.CUresult.CUDA_SUCCESS), FakeCall("cuEventDestroy")]
-    owners = [_owner(DeviceBuffer, "_free", fakes[0], 1), _owner(DeviceBuffer, "_free", fakes[1], 2),
-              _owner(Event, "_destroy", fakes[2], 3)]
+    owners = [_owner(DeviceBuffer, fakes[0], 1), _owner(DeviceBuffer, fakes[1], 2),
+              _owner(Event, fakes[2], 3)]
     with pytest.raises(CudaError) as info:
         close_all([owners[0], None, owners[1], owners[2]])
     assert info.value.call == "cuMemFree"

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import LaunchError
+from ..runtime.driver import Resource
 from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, check_tile_sums
 
 SMEM_PER_BLOCK_OPTIN = 227 * 1024  # H100/H200; the launch checks the device's own figure too
@@ -291,7 +292,7 @@ class Trace:
 
 
 @dataclass
-class B08Runner:
+class B08Runner(Resource):
     """One fp32 input on the device, and everything to launch, verify and time the modes on it.
 
     Build with `upload` (host data) or directly around a DeviceBuffer (``offset_bytes`` into it).
@@ -427,7 +428,5 @@ class B08Runner:
             self._flush = DeviceBuffer(2 * max(device_properties().l2_bytes, 1 << 20))
         self._flush.fill_u32(0x5A5A5A5A)
 
-    def close(self) -> None:
-        for b in (self._sums, self._flush, self.status):
-            if b is not None:
-                b.close()
+    def _parts(self) -> tuple:
+        return self._sums, self._flush, self.status

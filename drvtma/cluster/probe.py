@@ -13,6 +13,7 @@ import numpy as np
 
 from . import multicast as M
 from ..errors import ClusterError
+from ..runtime.driver import Resource
 from ..tma.spec import TensorMapSpec
 
 PROBE_SOURCE = "cluster/multicast_probe.cu"
@@ -83,7 +84,7 @@ class BatchResult:
     timeout: Exception | None = None  # the BarrierTimeout, when the status block reported one
 
 
-class MulticastProbe:
+class MulticastProbe(Resource):
     """The compiled probe kernels (non-portable cluster sizes allowed) and their device scratch."""
 
     def __init__(self, defines: dict | None = None):
@@ -173,9 +174,8 @@ class MulticastProbe:
             return got
         return got, timeout
 
-    def close(self) -> None:
-        self.scratch.close()
-        self.status.close()
+    def _parts(self) -> tuple:
+        return self.scratch, self.status
 
 
 @dataclass

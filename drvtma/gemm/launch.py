@@ -18,6 +18,7 @@ from .config import KERNEL_NAME, KERNEL_SOURCE, GemmConfig
 from .reference import value_dtype
 from ..errors import GemmError
 from ..runtime import cubin as cubin_records
+from ..runtime.driver import Resource
 from ..tma.spec import Swizzle, TensorMapSpec
 
 POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
@@ -137,7 +138,7 @@ class Gemm:
             return dc.download(out, (m, n))
 
 
-class BoundGemm:
+class BoundGemm(Resource):
     """A GEMM bound to its operands: `launch()` for timing, `run_checked()` poisons C, launches and checks."""
 
     def __init__(self, gemm: Gemm, a, b, c, m, n, k, alpha):
@@ -193,13 +194,5 @@ class BoundGemm:
         if error is not None:
             raise error
 
-    def close(self) -> None:
-        from ..runtime.driver import close_all
-
-        close_all((self.status, self.workspace, self.flags))
-
-    def __enter__(self) -> BoundGemm:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _parts(self) -> tuple:
+        return self.status, self.workspace, self.flags

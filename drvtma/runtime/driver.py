@@ -57,10 +57,11 @@ def call(fn, *args):
 _lock = threading.Lock()
 
 
-# ---- releasing what the driver handed out. Each owner keeps a weakref.finalize(owner, released_quietly, fn,
-# handle): the garbage collector or interpreter exit runs it, where no caller could take an error (at exit the
-# driver may already be torn down), so its status is read and dropped. An explicit close() runs the same call
-# through `release`, checked: a failing cuMemFree / cuStreamDestroy / ... raises CudaError there.
+# ---- releasing what the driver handed out: one lifecycle for every owner (Resource). A handle's owner keeps a
+# weakref.finalize(owner, released_quietly, fn, handle): the garbage collector or interpreter exit runs it, where no
+# caller could take an error (at exit the driver may already be torn down), so its status is read and dropped. An
+# explicit close() runs the same call through `release`, checked: a failing cuMemFree / cuStreamDestroy / ... raises
+# CudaError there.
 def released_quietly(fn, *args) -> None:
     """A finalizer's release: run the driver call, drop its status (and any exception)."""
     try:
@@ -79,17 +80,50 @@ def release(finalizer: weakref.finalize) -> None:
 
 
 def close_all(resources) -> None:
-    """close() every one of `resources` (None skipped), then raise the first error: one failure leaks nothing."""
+    """close() every one of `resources` (None skipped; a finalizer: its checked `release`), then raise the first
+    error: one failure leaks nothing."""
     first = None
     for r in resources:
         if r is None:
             continue
         try:
-            r.close()
+            release(r) if isinstance(r, weakref.finalize) else r.close()
         except Exception as exc:
             first = first or exc
     if first is not None:
         raise first
+
+
+class Resource:
+    """An owner of driver handles: close() releases them now, checked (CudaError names the failing call, after
+    everything else was released), and a second close does nothing; a with-block closes; what is never closed is
+    released quietly by the garbage collector or at interpreter exit. A handle's owner calls `_own(fn, handle)`; an
+    owner of other resources names them in `_parts()` (closed before its own handle)."""
+
+    _finalizer: weakref.finalize | None = None
+
+    def _own(self, fn, *args) -> None:
+        """Release with the driver call fn(*args): checked at close(), quiet from the collector or at exit."""
+        self._finalizer = weakref.finalize(self, released_quietly, fn, *args)
+
+    def _parts(self) -> tuple:
+        """The resources this one owns (None: not made), asked by close(): they are released with it."""
+        return ()
+
+    def close(self) -> None:
+        """Release now; CudaError if the driver refuses (a second close does nothing)."""
+        close_all((*self._parts(), self._finalizer))
+
+    @property
+    def closed(self) -> bool:
+        """True once its own handle is released (an owner of parts only: never)."""
+        return self._finalizer is not None and not self._finalizer.alive
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)
@@ -197,14 +231,14 @@ def synchronize() -> None:
     call(cu.cuCtxSynchronize)
 
 
-class DeviceBuffer:
+class DeviceBuffer(Resource):
     """Device memory owned by this object; freed by close(), a with-block, or the garbage collector."""
 
     def __init__(self, nbytes: int):
         self.nbytes = as_int(nbytes, "nbytes", rule="buffer_size", lo=1, fix="give a positive size in bytes")
         context()
         self.ptr = int(call(cu.cuMemAlloc, self.nbytes))
-        self._free = weakref.finalize(self, released_quietly, cu.cuMemFree, self.ptr)
+        self._own(cu.cuMemFree, self.ptr)
 
     @classmethod
     def from_array(cls, arr: np.ndarray) -> DeviceBuffer:
@@ -244,25 +278,11 @@ class DeviceBuffer:
             raise ValueError(f"fill_u32 needs a size that is a multiple of 4, got {self.nbytes}")
         call(cu.cuMemsetD32, self.ptr, int(word) & 0xFFFFFFFF, self.nbytes // 4)
 
-    def close(self) -> None:
-        """Free the memory now; CudaError if the driver refuses (a second close does nothing)."""
-        release(self._free)
-
-    @property
-    def closed(self) -> bool:
-        return not self._free.alive
-
-    def __enter__(self) -> DeviceBuffer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"DeviceBuffer(0x{self.ptr:x}, {self.nbytes} B{', closed' if self.closed else ''})"
 
 
-class ScratchBuffers:
+class ScratchBuffers(Resource):
     """Named device scratch that only grows: `get(name, nbytes)` gives a buffer of at least nbytes (at least
     `minimum`), reused while it is large enough. Probes keep their coordinates, images and jobs here."""
 
@@ -278,40 +298,31 @@ class ScratchBuffers:
             buf = self._buffers[name] = DeviceBuffer(max(int(nbytes), self.minimum))
         return buf
 
-    def close(self) -> None:
-        buffers = list(self._buffers.values())
-        self._buffers.clear()
-        close_all(buffers)
+    def _parts(self) -> tuple:
+        buffers = tuple(self._buffers.values())
+        self._buffers.clear()  # closed now: a later get() allocates again
+        return buffers
 
 
-class Stream:
+class Stream(Resource):
     """A non-blocking stream owned by this object."""
 
     def __init__(self):
         context()
         self.handle = call(cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        self._destroy = weakref.finalize(self, released_quietly, cu.cuStreamDestroy, self.handle)
+        self._own(cu.cuStreamDestroy, self.handle)
 
     def synchronize(self) -> None:
         call(cu.cuStreamSynchronize, self.handle)
 
-    def close(self) -> None:
-        release(self._destroy)
 
-    def __enter__(self) -> Stream:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class Event:
+class Event(Resource):
     """A timing event owned by this object."""
 
     def __init__(self):
         context()
         self.handle = call(cu.cuEventCreate, cu.CUevent_flags.CU_EVENT_DEFAULT)
-        self._destroy = weakref.finalize(self, released_quietly, cu.cuEventDestroy, self.handle)
+        self._own(cu.cuEventDestroy, self.handle)
 
     def record(self, stream: Stream | None = None) -> None:
         call(cu.cuEventRecord, self.handle, stream.handle if stream is not None else 0)
@@ -319,14 +330,6 @@ class Event:
     def synchronize(self) -> None:
         call(cu.cuEventSynchronize, self.handle)
 
-    def close(self) -> None:
-        release(self._destroy)
-
-    def __enter__(self) -> Event:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def elapsed_ms(start: Event, end: Event) -> float:

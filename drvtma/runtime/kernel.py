@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import functools
-import operator
+from operator import is_
 import struct
 import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import cluster_launch, compiler, cubin
-from .driver import DeviceBuffer, Stream, call, context, cu, cuda_error, release, released_quietly
+from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error
 from .. import settings
 from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
@@ -59,7 +58,7 @@ class LaunchConfig:
         return cls(g, b, int(shared_mem), c)
 
 
-class Module:
+class Module(Resource):
     """A loaded cubin (cuLibraryLoadData). Kernels taken from it keep it alive."""
 
     def __init__(self, cubin: bytes, name: str = "<cubin>"):
@@ -67,7 +66,7 @@ class Module:
         self.name = name
         self.cubin = cubin
         self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
-        self._unload = weakref.finalize(self, released_quietly, cu.cuLibraryUnload, self.handle)
+        self._own(cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
     @classmethod
@@ -91,13 +90,7 @@ class Module:
     def close(self) -> None:
         """Unload now; CudaError if the driver refuses (a second close does nothing)."""
         self._kernels.clear()
-        release(self._unload)
-
-    def __enter__(self) -> Module:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().close()
 
 
 def _log_kernel(name: str) -> None:
@@ -117,7 +110,7 @@ def load_module(source, *, options=(), defines=None) -> Module:
     key = (str(source), tuple(options), tuple(sorted((defines or {}).items())))
     with _modules_lock:
         mod = _modules.get(key)
-        if mod is None or not mod._unload.alive:
+        if mod is None or mod.closed:
             mod = _modules[key] = Module.load(source, options=options, defines=defines)
         return mod
 
@@ -147,29 +140,35 @@ class ArgPacker:
         self._entries = list(self._in_image)  # what kernelParams holds now
         self._pointers = np.array(self._entries, dtype=np.uint64)
         self.pointers_address = self._pointers.ctypes.data if self.params else 0
-        # Never the caller's objects: "same arguments as last time" cannot hold before a first pack, nor after one
-        # with a device array; it has the kernel's length, so an empty call of a kernel with parameters is counted.
+        # Never the caller's objects: "same arguments as last time" cannot hold before a first pack; it has the
+        # kernel's length, so an empty call of a kernel with parameters is counted.
         self._no_last = tuple(object() for _ in self.params)
         self._last: tuple = self._no_last
-        self._keep: tuple = ()  # the last arguments, whose by-value bytes kernelParams points at
         self._buffers: list = []  # (index, the buffer's finalizer): a closed buffer is refused on every launch
+        self._arrays: list = []  # (index, offset, array, reader): an array's address is read at every launch
+        self._readers: dict[int, tuple] = {}  # index -> (type, reader): an array type's checks, once per position
 
     def pack(self, args) -> int:
-        """Write args into the image; return the address of the argument-pointer array (kernelParams)."""
-        if len(args) == len(self._last) and all(map(operator.is_, args, self._last)):
-            # The very same objects as last time: ints, floats, numpy scalars and buffer pointers are immutable,
-            # so the image still holds them; by-value objects are read by the driver where they live.
-            for i, alive in self._buffers:
-                if not alive.alive:
-                    raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
-            return self.pointers_address
-        return self._pack_new(args)
+        """Write args into the image; return the address of the argument-pointer array (kernelParams).
+
+        The very same objects as last time need only what can change under the same object: a buffer closed since,
+        an array's address (a tensor can be resized in place). Ints, floats and numpy scalars are immutable, so the
+        image still holds them; by-value objects are read by the driver where they live."""
+        last = self._last
+        if len(args) != len(last) or not all(map(is_, args, last)):
+            return self._pack_new(args)
+        for i, alive in self._buffers:
+            if not alive.alive:
+                raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
+        for i, offset, arr, reader in self._arrays:
+            struct.pack_into("<Q", self._view, offset, reader(self.kernel_name, i, arr))
+        return self.pointers_address
 
     def _pack_new(self, args) -> int:
         if len(args) != len(self.params):
             raise LaunchError(f"{self.kernel_name} takes {len(self.params)} argument(s) "
                               f"(sizes {[s for _, s in self.params]}), got {len(args)}")
-        self._last, buffers, arrays = (), [], False
+        self._last, buffers, arrays = self._no_last, [], []  # none while half packed: an argument may be refused
         view, pack_into, entries = self._view, struct.pack_into, self._entries
         for i, arg in enumerate(args):
             offset, size = self.params[i]
@@ -180,7 +179,7 @@ class ArgPacker:
                 if arg.closed:
                     raise LaunchError(f"{self.kernel_name}: argument {i} is a closed DeviceBuffer")
                 pack_into("<Q", view, offset, arg.ptr)
-                buffers.append((i, arg._free))
+                buffers.append((i, arg._finalizer))
             elif isinstance(arg, int):  # bool too; numpy scalars take the exact-size path below
                 fmt = _INT_FORMATS.get(size)
                 if fmt is None:
@@ -201,8 +200,9 @@ class ArgPacker:
             elif hasattr(arg, "__dlpack__") or hasattr(arg, "__cuda_array_interface__"):
                 if size != 8:  # torch, CuPy, JAX, cuda.core: the array's device address, as a DeviceBuffer gives
                     raise self._mismatch(i, size, f"a device array ({type(arg).__name__}, passed as its pointer)")
-                pack_into("<Q", view, offset, _array_address(self.kernel_name, i, arg))
-                arrays = True  # its address is read again at every launch: a tensor can be resized in place
+                reader = self._reader(i, arg)
+                pack_into("<Q", view, offset, reader(self.kernel_name, i, arg))
+                arrays.append((i, offset, arg, reader))
             elif hasattr(arg, "__drvtma_param__"):
                 where, nbytes = arg.__drvtma_param__()  # the object's bytes stay where they are while it lives
                 if nbytes != size:
@@ -213,10 +213,20 @@ class ArgPacker:
             if entries[i] != where:
                 entries[i] = where
                 self._pointers[i] = where
-        # _last also keeps by-value objects alive; with a device array among the arguments there is no fast path
-        self._last, self._buffers = (self._no_last if arrays else tuple(args)), buffers
-        self._keep = args
+        # _last keeps the arguments alive too: by-value objects' bytes are what kernelParams points at
+        self._last, self._buffers, self._arrays = tuple(args), buffers, arrays
         return self.pointers_address
+
+    def _reader(self, i: int, arr):
+        """The address reader of argument i's array type: on its first sight here every check through a
+        StridedMemoryView, after that only the reader (a new array of the same type builds no view)."""
+        known = self._readers.get(i)
+        if known is not None and known[0] is type(arr):
+            return known[1]
+        _array_address(self.kernel_name, i, arr)
+        reader = _pointer_reader(arr)
+        self._readers[i] = (type(arr), reader)
+        return reader
 
     def _mismatch(self, i: int, size: int, got: str) -> LaunchError:
         return LaunchError(f"{self.kernel_name}: argument {i} is a {size}-byte parameter in the kernel, got {got}")
@@ -234,6 +244,29 @@ def _array_address(kernel_name: str, i: int, arr) -> int:
     if view is None or not view.is_device_accessible:
         raise LaunchError(f"{kernel_name}: argument {i} ({type(arr).__name__}) is in host memory")
     return int(view.ptr)
+
+
+def _tensor_address(kernel_name: str, i: int, t) -> int:
+    """A torch tensor's address; its device is asked every time (`t.data = ...` can move the same tensor)."""
+    if not t.is_cuda:
+        raise LaunchError(f"{kernel_name}: argument {i} ({type(t).__name__}) is in host memory")
+    return int(t.data_ptr())
+
+
+def _interface_address(kernel_name: str, i: int, arr) -> int:
+    """A CUDA Array Interface exporter's address (device memory by the interface's contract)."""
+    return int(arr.__cuda_array_interface__["data"][0])
+
+
+def _pointer_reader(arr):
+    """How an array type's address is read at each launch, from what the type offers: torch's data_ptr(), the
+    CUDA Array Interface's data (CuPy, Numba), else a new StridedMemoryView (a bare DLPack exporter has no cheaper
+    route). Each gives the first element's address, as the view's ptr does."""
+    if callable(getattr(arr, "data_ptr", None)) and hasattr(arr, "is_cuda"):
+        return _tensor_address
+    if hasattr(arr, "__cuda_array_interface__"):
+        return _interface_address
+    return _array_address
 
 
 class Kernel:
@@ -314,8 +347,8 @@ class Kernel:
 
     def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:
         """Launch asynchronously on `stream` (default: the legacy stream). Raises before the driver on bad input."""
-        # The hot path of every launch, inlined: the same shape objects as last time (ints from the caller's
-        # constants are), then the same argument objects as last time, need no work but the driver call.
+        # The hot path of every launch: the same shape objects as last time (ints from the caller's constants are)
+        # need no work; the same argument objects as last time, only ArgPacker.pack's per-launch checks.
         last = self._last_shape
         if (grid is last[0] and block is last[1] and shared_mem is last[2] and stream is last[3]
                 and cluster is last[4]):
@@ -330,14 +363,7 @@ class Kernel:
                 lc, key = self._launch_config(grid, block, shared_mem, cluster, stream), None
             if key is not None:
                 self._last_shape, self._last_config = key, lc
-        packer = self.packer
-        if len(args) == len(packer._last) and all(map(operator.is_, args, packer._last)):
-            for i, alive in packer._buffers:
-                if not alive.alive:
-                    raise LaunchError(f"{self.name}: argument {i} is a closed DeviceBuffer")
-            params = packer.pointers_address
-        else:
-            params = packer._pack_new(args)
+        params = self.packer.pack(args)
         code, = _launch_kernel_ex(lc, self._function, params, 0)
         if code:
             raise cuda_error("cuLaunchKernelEx", code)

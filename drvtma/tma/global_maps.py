@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TensorMapError
+from ..runtime.driver import Resource
 from . import oracle
 from .decode import map_bytes
 from .probe import IMAGE_ALIGN_SLACK, POISON
@@ -40,7 +41,7 @@ def check_map_address(address: int, *, alignment: int = MAP_ALIGNMENT) -> None:
                              f"0x{address:x} is {address % alignment} B past a {alignment}-byte boundary")
 
 
-class MapSlots:
+class MapSlots(Resource):
     """`count` 128-byte tensor-map slots in global memory, each 128-byte aligned (one DeviceBuffer, owned)."""
 
     def __init__(self, count: int, *, offset: int = 0):
@@ -71,14 +72,8 @@ class MapSlots:
             return self.buffer.download(np.uint8, (self.count, TENSOR_MAP_BYTES), self.offset)
         return self.buffer.download(np.uint8, (TENSOR_MAP_BYTES,), self.offset + i * TENSOR_MAP_BYTES)
 
-    def close(self) -> None:
-        self.buffer.close()
-
-    def __enter__(self) -> MapSlots:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _parts(self) -> tuple:
+        return (self.buffer,)
 
 
 @dataclass
@@ -114,7 +109,7 @@ class ReplaceResult:
     extra: dict = field(default_factory=dict)
 
 
-class GlobalMapRunner:
+class GlobalMapRunner(Resource):
     """The kernels of cu/tma/global_map.cu with reusable scratch."""
 
     def __init__(self, *, defines=None):
@@ -232,7 +227,5 @@ class GlobalMapRunner:
         self.status.check("rewrite_probe")
         return out
 
-    def close(self) -> None:
-        from ..runtime.driver import close_all
-
-        close_all((self.scratch, self.status))
+    def _parts(self) -> tuple:
+        return self.scratch, self.status

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import oracle
+from ..runtime.driver import Resource
 from .encode import TensorMap, encode_tiled
 from .spec import TensorMapSpec
 
@@ -22,7 +23,7 @@ POISON = 0xA5A5A5A5  # what the probes fill shared memory with; pass the same to
 MAX_IMAGES_BYTES = 256 << 20  # per launch; larger batches are split
 
 
-class LoadProbe:
+class LoadProbe(Resource):
     """The compiled probe kernel and reusable device scratch (coordinates, images, status)."""
 
     def __init__(self):
@@ -84,9 +85,8 @@ class LoadProbe:
         images_buf = self._launch_chunk(tmap, tma_coords, box_offset, image_bytes, poison)
         return PendingImages(self, images_buf, (len(tma_coords), image_bytes))
 
-    def close(self) -> None:
-        self.scratch.close()
-        self.status.close()
+    def _parts(self) -> tuple:
+        return self.scratch, self.status
 
 
 class PendingImages:

@@ -18,6 +18,7 @@ from . import oracle, rules
 from .descriptor import SmemDescriptor
 from .dtypes import M, WgmmaType, wgmma_type
 from ..errors import WgmmaError
+from ..runtime.driver import Resource, ScratchBuffers
 from ..tma import oracle as tma_oracle
 from ..tma.spec import TensorMapSpec
 
@@ -177,12 +178,13 @@ def _case_records(group: ProbeGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return recs, a_regs, c_init
 
 
-class WgmmaProbe:
-    """Compiled probe modules (one per type, loaded on first use) and the launch of a group."""
+class WgmmaProbe(Resource):
+    """Compiled probe modules (one per type, loaded on first use), the launch of a group and its device scratch."""
 
     def __init__(self, *, extra_defines: dict | None = None):
         """`extra_defines` go on top of the type's (tests: a short wait timeout, a forced timeout)."""
         self.status = None  # made on the first launch: refusing a case needs no GPU
+        self.scratch = ScratchBuffers()  # operands, cases and results, reused launch after launch
         self._modules = {}
         self.extra_defines = dict(extra_defines or {})
 
@@ -195,9 +197,16 @@ class WgmmaProbe:
                                                                        "WG_T": t.name, **self.extra_defines})
         return self._modules[t.name].kernel(f"wgmma_probe_n{n}")
 
+    def _upload(self, name: str, arr: np.ndarray):
+        """The scratch buffer `name` holding arr's bytes from its start."""
+        arr = np.ascontiguousarray(arr)
+        buf = self.scratch.get(name, arr.nbytes)
+        if arr.nbytes:
+            buf.upload(arr)
+        return buf
+
     def run(self, group: ProbeGroup, *, unchecked: bool = False, poison: int = 0x7FBADBAD):
         """(cases, 128, N/2) uint32 registers and the region's shared address per case."""
-        from ..runtime.driver import DeviceBuffer
         from ..tma.encode import encode_tiled
 
         if group.n not in PROBE_NS:
@@ -210,45 +219,27 @@ class WgmmaProbe:
                 check_case(group, c, i)
         recs, a_regs, c_init = _case_records(group)
         kernel = self.kernel(group.dtype, group.n)
-        bufs = []
-        try:
-            def dev(arr):
-                buf = DeviceBuffer.from_array(np.ascontiguousarray(arr))
-                bufs.append(buf)
-                return buf
+        maps = []
+        for name, spec, raw in (("a", group.spec_a, group.a_bytes), ("b", group.spec_b, group.b_bytes)):
+            if spec is None:  # no loads for this operand: any valid map fills the parameter
+                spec, raw = TensorMapSpec.create("uint8", (16, 16), (16, 16)), np.zeros(256, np.uint8)
+            maps.append(encode_tiled(spec, self._upload(name, np.asarray(raw, dtype=np.uint8))))
+        out = self.scratch.get("out", recs.size * 128 * (group.n // 2) * 4)
+        out.fill_u32(poison)
+        addr = self._upload("addr", np.zeros(len(recs), np.uint32))
+        if self.status is None:
+            from ..runtime.status import StatusBuffer
 
-            maps = []
-            for spec, raw in ((group.spec_a, group.a_bytes), (group.spec_b, group.b_bytes)):
-                if spec is None:  # no loads for this operand: any valid map fills the parameter
-                    spec, raw = TensorMapSpec.create("uint8", (16, 16), (16, 16)), np.zeros(256, np.uint8)
-                gbuf = dev(np.asarray(raw, dtype=np.uint8))
-                maps.append(encode_tiled(spec, gbuf))
-            out = DeviceBuffer(recs.size * 128 * (group.n // 2) * 4)
-            bufs.append(out)
-            out.fill_u32(poison)
-            addr = dev(np.zeros(len(recs), np.uint32))
-            if self.status is None:
-                from ..runtime.status import StatusBuffer
+            self.status = StatusBuffer()
+        self.status.reset()
+        kernel.launch(maps[0], maps[1], self._upload("cases", recs), self._upload("a_regs", a_regs),
+                      self._upload("c_init", c_init), self._upload("background", group.background),
+                      group.region_bytes, out, addr, self.status, grid=(len(recs), 1, 1), block=(128, 1, 1),
+                      shared_mem=group.region_bytes + REGION_ALIGN_SLACK)
+        got = out.download(np.uint32, (len(recs), 128, group.n // 2))
+        where = addr.download(np.uint32, (len(recs),))
+        self.status.check(kernel.name)
+        return got, where
 
-                self.status = StatusBuffer()
-            self.status.reset()
-            kernel.launch(maps[0], maps[1], dev(recs), dev(a_regs), dev(c_init), dev(group.background),
-                          group.region_bytes, out, addr, self.status, grid=(len(recs), 1, 1), block=(128, 1, 1),
-                          shared_mem=group.region_bytes + REGION_ALIGN_SLACK)
-            got = out.download(np.uint32, (len(recs), 128, group.n // 2))
-            where = addr.download(np.uint32, (len(recs),))
-            self.status.check(kernel.name)
-            return got, where
-        finally:
-            for b in bufs:
-                b.close()
-
-    def close(self) -> None:
-        if self.status is not None:
-            self.status.close()
-
-    def __enter__(self) -> WgmmaProbe:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _parts(self) -> tuple:
+        return self.scratch, self.status
