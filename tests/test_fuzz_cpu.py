@@ -22,7 +22,8 @@ from drvtma.fuzz.campaign import build_case, merge_results, run_campaign
 from drvtma.fuzz.choosers import ChooserGenerator, RecordingChooser, case_seed
 from drvtma.fuzz.shard import parse_devices, run_sharded
 from drvtma.fuzz.shrink import case_strategy, database_key, open_database
-from drvtma.fuzz.targets import BUILTIN_TARGETS, Outcome, Target, get_target, register, target_names
+from drvtma.fuzz.targets import (BUILTIN_TARGETS, Outcome, Session, Target, get_target, register, spec_labels,
+                                 target_names)
 from drvtma.testing import load_cases
 from drvtma.tma import oracle
 from drvtma.tma.spec import TensorMapSpec
@@ -275,28 +276,18 @@ def test_stores_have_no_fake_device():
 
 # ---- the registry is open
 
+class _CountingSession(Session):
+    def check_one(self, c):
+        return Outcome(c < 990, expected=0, got=c, differences=[{"offset": 0, "expected": "< 990", "got": str(c)}])
+
+
 class _CountingTarget(Target):
     name = "test-counting"
     unit = "numbers"
+    session_class = _CountingSession
 
     def build(self, ch, options):
         return ch.integer(0, 1000)
-
-    def session(self, options, *, fake=False):
-        class Session:
-            def __enter__(self):
-                return self
-
-            def __exit__(self, *exc):
-                pass
-
-            def close(self):
-                pass
-
-            def check(self, cases):
-                return [Outcome(c < 990, expected=0, got=c, differences=[{"offset": 0, "expected": "< 990",
-                                                                           "got": str(c)}]) for c in cases]
-        return Session()
 
     def labels(self, case):
         return {"dtype": "int", "rank": "0"}
@@ -316,6 +307,37 @@ def test_a_registered_target_runs_and_shrinks_like_the_built_in_ones():
     assert result.failures[0].shrunk_case == 990  # hypothesis shrinks to the smallest failing number
     with pytest.raises(KeyError, match="known:"):
         get_target("no-such-target")
+
+
+def test_a_session_closes_what_it_owns_last_first_and_once():
+    closed = []
+
+    class Handle:
+        def __init__(self, name):
+            self.name = name
+
+        def close(self):
+            closed.append(self.name)
+
+    with Session({}) as session:
+        session.own(Handle("buffer")), session.own(Handle("probe"))
+        with pytest.raises(NotImplementedError):
+            session.check([1])
+    session.close()
+    assert closed == ["probe", "buffer"]
+    with pytest.raises(NotImplementedError, match="session_class"):
+        Target().session({})
+
+
+def test_every_target_spells_swizzles_as_specs_do():
+    spec = TensorMapSpec.create("float32", (30, 72), (8, 32), swizzle="128B")
+    assert spec_labels(spec) == {"dtype": "float32", "rank": "2", "swizzle": "128B", "fill": "zero"}
+    assert spec_labels(spec.replace(swizzle="none"))["swizzle"] == "none"
+    assert spec_labels(spec.replace(swizzle=7, oob_fill=2)) == {"dtype": "float32", "rank": "2", "swizzle": "7",
+                                                                "fill": "2"}  # values no member has: their int
+    encode = run_campaign(get_target("encode"), get_target("encode").configure(), seed=3, examples=200, fake=True)
+    swizzles = {key.partition("=")[2] for key in encode.by_label if key.startswith("swizzle=")}
+    assert {"none", "32B", "64B", "128B"} <= swizzles <= {"none", "32B", "64B", "128B", "4", "5", "6", "7"}
 
 
 def test_builtin_targets_import_and_describe_themselves():

@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import DrvtmaError
 from .modes import ModeConfig
 from .sweep import SweepConfig
+from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import time_launches
 from .verify import SUMS_POISON
 
@@ -75,32 +76,23 @@ class FloorsResult:
                  f"{r.full_ms / r.bound_ms:.3f}", f"{r.speedup:.2f}", f"{r.best_speedup:.2f}"] for r in self.rows]
 
     def text(self, fmt: str = "simple") -> str:
-        from tabulate import tabulate
-
         c = self.config
         sync = next((m for m in c.modes if m.mode == "sync"), ModeConfig("sync"))
         lines = [f"floors: {self.device}, n = {c.n:,} fp32, median of {c.runs} launches"
                  + (f" behind a {c.head_start_ns // 1000} us stream hold" if c.head_start_ns else ""),
                  f"sync: {sync.threads} threads, {sync.tiles_per_block} tiles/block "
                  f"({sync.grid(c.n // 1024)} blocks)", "",
-                 tabulate(self.table_rows(), headers=HEADERS, tablefmt=fmt, disable_numparse=True), "",
+                 table_text(HEADERS, self.table_rows(), fmt), "",
                  "bound = the slower half (copies alone or compute alone); the full ring cannot beat it, so "
                  "best x sync = sync / bound is the most this ring shape can gain over sync."]
         return "\n".join(lines)
 
     def csv_text(self) -> str:
-        import csv
-        import io
-
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(["ring", "fma_iters", "launch_ms", "copy_only_ms", "compute_only_ms", "full_ms", "sync_ms",
-                    "bound_by", "best_speedup", "speedup"])
-        for r in self.rows:
-            w.writerow([r.ring, r.fma_iters, *(f"{v:.6f}" for v in (r.launch_ms, r.copy_ms, r.compute_ms, r.full_ms,
-                                                                     r.sync_ms)),
-                        r.limit, f"{r.best_speedup:.4f}", f"{r.speedup:.4f}"])
-        return out.getvalue()
+        return csv_text(["ring", "fma_iters", "launch_ms", "copy_only_ms", "compute_only_ms", "full_ms", "sync_ms",
+                         "bound_by", "best_speedup", "speedup"],
+                        [[r.ring, r.fma_iters, *(f"{v:.6f}" for v in (r.launch_ms, r.copy_ms, r.compute_ms, r.full_ms,
+                                                                       r.sync_ms)),
+                          r.limit, f"{r.best_speedup:.4f}", f"{r.speedup:.4f}"] for r in self.rows])
 
 
 def check_probe_sums(cfg: ModeConfig, raw: np.ndarray) -> None:

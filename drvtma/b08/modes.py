@@ -45,19 +45,26 @@ class Mode:
     summary: str
 
 
+def _article(name: str, copy: str, tiling: str, summary: str) -> Mode:
+    """One of the article's four modes: kernel b08_<name> of cu/b08/b08_modes.cu, no ring."""
+    return Mode(name, "b08/b08_modes.cu", f"b08_{name}", copy, tiling, False, False, summary)
+
+
+def _ring(name: str, kernel: str, producer_warp: bool, summary: str) -> Mode:
+    """A k-stage ring of cu/b08/pipelines.cu: 1D bulk copies of linear tiles."""
+    return Mode(name, "b08/pipelines.cu", kernel, "bulk", "linear", True, producer_warp, summary)
+
+
 MODES: dict[str, Mode] = {m.name: m for m in (
-    Mode("sync", "b08/b08_modes.cu", "b08_sync", "loads", "linear", False, False,
-         "the whole block loads the tile with ordinary loads, then computes"),
-    Mode("bulk1d", "b08/b08_modes.cu", "b08_bulk1d", "bulk", "linear", False, False,
-         "one thread issues a 1D bulk copy of the tile; everyone waits at once"),
-    Mode("tensor2d", "b08/b08_modes.cu", "b08_tensor2d", "tensor", "box", False, False,
-         "one thread issues a 32x32 tensor-map copy; everyone waits at once"),
-    Mode("pipe2", "b08/b08_modes.cu", "b08_pipe2", "bulk", "linear", False, False,
-         "two stages; a stage is refilled once the block has computed on it (the article's pipe2)"),
-    Mode("pipeN", "b08/pipelines.cu", "pipe_ring", "bulk", "linear", True, False,
-         "k-stage ring; a stage is refilled as soon as every thread holds its elements in registers"),
-    Mode("ws", "b08/pipelines.cu", "ws_ring", "bulk", "linear", True, True,
-         "a producer warp fills a k-stage ring (full/empty barriers); consumer warps release stages early"),
+    _article("sync", "loads", "linear", "the whole block loads the tile with ordinary loads, then computes"),
+    _article("bulk1d", "bulk", "linear", "one thread issues a 1D bulk copy of the tile; everyone waits at once"),
+    _article("tensor2d", "tensor", "box", "one thread issues a 32x32 tensor-map copy; everyone waits at once"),
+    _article("pipe2", "bulk", "linear",
+             "two stages; a stage is refilled once the block has computed on it (the article's pipe2)"),
+    _ring("pipeN", "pipe_ring", False,
+          "k-stage ring; a stage is refilled as soon as every thread holds its elements in registers"),
+    _ring("ws", "ws_ring", True,
+          "a producer warp fills a k-stage ring (full/empty barriers); consumer warps release stages early"),
 )}
 ARTICLE_MODES = ("sync", "bulk1d", "tensor2d", "pipe2")
 ALL_MODES = tuple(MODES)

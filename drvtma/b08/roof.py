@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .modes import STATIC_SMEM_RESERVE, ModeConfig
+from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import copy_rate_gbs, gb_per_s, time_launches
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
@@ -170,11 +171,9 @@ class RoofResult:
                "read GB/s", "x copy rate"]
 
     def text(self, fmt: str = "simple") -> str:
-        from tabulate import tabulate
-
         lines = [f"roof: {self.device}, {self.nbytes / 2**30:.2f} GiB read per launch",
                  f"cuMemcpyDtoD: {self.copy_gbs:.0f} GB/s (read + written bytes) = 1.000", "",
-                 tabulate(self.rows(), headers=self.HEADERS, tablefmt=fmt, disable_numparse=True), ""]
+                 table_text(self.HEADERS, self.rows(), fmt), ""]
         best_read = max(self.read_points, key=lambda p: p.read_gbs)
         lines.append(f"plain read kernel, best: {best_read.read_gbs:.0f} GB/s = "
                      f"{best_read.fraction(self.copy_gbs):.3f} of the copy rate ({best_read.label}, "
@@ -197,19 +196,12 @@ class RoofResult:
         return "\n".join(lines)
 
     def csv_text(self) -> str:
-        import csv
-        import io
-
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(["mode", "split", "stages", "tiles_per_stage", "blocks_per_sm", "registers",
-                    "in_flight_bytes_per_sm", "median_ms", "read_gbs", "fraction_of_copy", "label"])
-        w.writerow(["memcpy_dtod", *[""] * 7, f"{self.copy_gbs:.1f}", "1.0000", "read + written bytes"])
-        for p in self.read_points + self.tma_points:
-            w.writerow([p.mode, p.split, p.stages, p.tiles_per_stage, p.blocks_per_sm, p.registers,
-                        p.in_flight_per_sm, f"{p.median_ms:.6f}", f"{p.read_gbs:.1f}",
-                        f"{p.fraction(self.copy_gbs):.4f}", p.label])
-        return out.getvalue()
+        return csv_text(["mode", "split", "stages", "tiles_per_stage", "blocks_per_sm", "registers",
+                         "in_flight_bytes_per_sm", "median_ms", "read_gbs", "fraction_of_copy", "label"],
+                        [["memcpy_dtod", *[""] * 7, f"{self.copy_gbs:.1f}", "1.0000", "read + written bytes"],
+                         *([p.mode, p.split, p.stages, p.tiles_per_stage, p.blocks_per_sm, p.registers,
+                            p.in_flight_per_sm, f"{p.median_ms:.6f}", f"{p.read_gbs:.1f}",
+                            f"{p.fraction(self.copy_gbs):.4f}", p.label] for p in self.read_points + self.tma_points)])
 
 
 def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads: int = 256, stages=ROOF_STAGES,

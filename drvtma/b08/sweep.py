@@ -8,12 +8,11 @@ Formatting works on any `SweepResult`, so it is tested on the CPU with synthetic
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from dataclasses import dataclass, field
 
 from .modes import ARTICLE_MODES, MODES, ModeConfig
+from ..runtime import figures
 from ..runtime.timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -150,9 +149,7 @@ def csv_columns(result: SweepResult) -> list[str]:
 
 def csv_text(result: SweepResult) -> str:
     has_sync = "sync" in result.mode_names
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(csv_columns(result))
+    rows = []
     for row in result.rows:
         values = [str(row.fma_iters)]
         for group in _column_groups(result):
@@ -160,14 +157,12 @@ def csv_text(result: SweepResult) -> str:
             if has_sync:
                 values += [f"{result.speedup(row, m):.4f}" for m in group if m != "sync"]
         values += [f"{row.timings[m].p95:.6f}" for m in result.mode_names]
-        w.writerow(values)
-    return out.getvalue()
+        rows.append(values)
+    return figures.csv_text(csv_columns(result), rows)
 
 
 def table_text(result: SweepResult, fmt: str = "simple") -> str:
     """The article's table: fma_iters, median ms per mode, speedups vs sync."""
-    from tabulate import tabulate
-
     names = result.mode_names
     headers = ["fma_iters"] + [f"{m} ms" for m in names]
     has_sync = "sync" in names
@@ -179,7 +174,7 @@ def table_text(result: SweepResult, fmt: str = "simple") -> str:
         if has_sync:
             line += [f"{result.speedup(row, m):.3f}" for m in names if m != "sync"]
         body.append(line)
-    return tabulate(body, headers=headers, tablefmt=fmt, disable_numparse=True)
+    return figures.table_text(headers, body, fmt)
 
 
 def markdown_text(result: SweepResult) -> str:
@@ -200,11 +195,9 @@ def markdown_text(result: SweepResult) -> str:
     lines += [f"  - {m.describe()}: {MODES[m.mode].summary}" for m in c.modes]
     lines += ["", "Median ms per launch, and speedup = sync / mode:", "", table_text(result, "github"), "",
               "p95 ms:", ""]
-    from tabulate import tabulate
-
     names = result.mode_names
     p95 = [[row.fma_iters] + [f"{row.timings[m].p95:.4f}" for m in names] for row in result.rows]
-    lines += [tabulate(p95, headers=["fma_iters"] + names, tablefmt="github", disable_numparse=True), ""]
+    lines += [figures.table_text(["fma_iters"] + names, p95), ""]
     targets = targets_text(result)
     if targets:
         lines += ["Targets:", "", *[f"- {t}" for t in targets.splitlines()], ""]
@@ -217,9 +210,8 @@ def markdown_text(result: SweepResult) -> str:
                 and all(m in row.timings for m in ARTICLE_MODES)]
     if speedups:
         lines += ["Speedup vs sync: the article's RTX 5090 table next to this run:", "",
-                  tabulate(speedups, headers=["fma_iters", "5090 bulk1d", "5090 tensor2d", "5090 pipe2",
-                                              "bulk1d", "tensor2d", "pipe2"], tablefmt="github",
-                           disable_numparse=True), ""]
+                  figures.table_text(["fma_iters", "5090 bulk1d", "5090 tensor2d", "5090 pipe2", "bulk1d", "tensor2d",
+                                      "pipe2"], speedups), ""]
     return "\n".join(lines)
 
 
@@ -245,8 +237,6 @@ def reference_rows(result: SweepResult) -> list[list]:
 
 def reference_text(result: SweepResult, fmt: str = "simple") -> str:
     """drvtma's article modes against the article's program on the H200; ratios off by more than 10% marked *."""
-    from tabulate import tabulate
-
     rows = reference_rows(result) if matches_reference(result.config) else []
     if not rows:
         return ""
@@ -263,7 +253,7 @@ def reference_text(result: SweepResult, fmt: str = "simple") -> str:
         body.append(cells)
     head = ("drvtma ms / ms of the article's own program run on the H200; "
             f"* = more than {REFERENCE_TOLERANCE:.0%} apart ({off} such cell(s)):")
-    return head + "\n" + tabulate(body, headers=["fma_iters", *ARTICLE_MODES], tablefmt=fmt, disable_numparse=True)
+    return head + "\n" + figures.table_text(["fma_iters", *ARTICLE_MODES], body, fmt)
 
 
 def targets_text(result: SweepResult) -> str:

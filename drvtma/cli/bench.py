@@ -4,7 +4,6 @@ drvtma.b08.sweep, drvtma.b08.roof and drvtma.b08.floors."""
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from dataclasses import replace
 
@@ -14,22 +13,12 @@ from ..b08.modes import ALL_MODES, MAX_N, TILE_ELEMS, ModeConfig, check_problem_
 from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
 from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
                          targets_text, write_outputs)
-from .parser import Parser, count, count_list, natural, natural_list, out_dir, out_file, usage_error
+from .parser import (Entry, Parser, choice_list, count, count_list, dispatch, listing, natural, natural_list, out_dir,
+                     out_file)
 
 
-def _mode_list(text: str) -> tuple[str, ...]:
-    modes = tuple(m.strip() for m in text.split(",") if m.strip())
-    unknown = [m for m in modes if m not in ALL_MODES]
-    if unknown or not modes:
-        raise argparse.ArgumentTypeError(f"wants modes from {', '.join(ALL_MODES)}, got {text!r}")
-    return modes
-
-
-def _split_list(text: str) -> tuple[str, ...]:
-    splits = tuple(s.strip() for s in text.split(",") if s.strip())
-    if not splits or any(s not in ("thread", "warp") for s in splits):
-        raise argparse.ArgumentTypeError(f"wants thread, warp or thread,warp, got {text!r}")
-    return splits
+_mode_list = choice_list(ALL_MODES, f"modes from {', '.join(ALL_MODES)}")
+_split_list = choice_list(("thread", "warp"), "thread, warp or thread,warp")
 
 
 def _elements(text: str) -> int:
@@ -111,6 +100,11 @@ def floors_parser() -> Parser:
     return p
 
 
+def _given(**options) -> dict:
+    """The options the user gave (those not None)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepConfig:
     """The preset, with every option the user gave applied on top."""
     cfg = preset(args.preset, sm_count=sm_count, n=args.n)
@@ -118,28 +112,15 @@ def config_from_args(args: argparse.Namespace, *, sm_count: int = 132) -> SweepC
     if args.modes:
         by_mode = {m.mode: m for m in modes}
         modes = [by_mode.get(m) or ModeConfig(m) for m in args.modes]
+    ring = _given(stages=args.stages, tiles_per_stage=args.tiles_per_stage, tiles_per_block=args.ring_tiles_per_block,
+                  threads=args.ring_threads, split=args.split)  # pipeN and ws; --ring-threads after --threads
     changed = []
     for m in modes:
-        kw = {}
-        if args.threads is not None:
-            kw["threads"] = args.threads
-        if m.spec.ring:
-            if args.stages is not None:
-                kw["stages"] = args.stages
-            if args.tiles_per_stage is not None:
-                kw["tiles_per_stage"] = args.tiles_per_stage
-            if args.ring_tiles_per_block is not None:
-                kw["tiles_per_block"] = args.ring_tiles_per_block
-            if args.ring_threads is not None:
-                kw["threads"] = args.ring_threads
-            if args.split is not None:
-                kw["split"] = args.split
-        elif args.tiles_per_block is not None:
-            kw["tiles_per_block"] = args.tiles_per_block
+        kw = _given(threads=args.threads)
+        kw.update(ring if m.spec.ring else _given(tiles_per_block=args.tiles_per_block))
         changed.append(m.with_(**kw) if kw else m)
-    overrides = {k: v for k, v in (("fma_list", args.fma), ("runs", args.runs), ("warmups", args.warmups),
-                                   ("flush_l2", getattr(args, "flush_l2", None)), ("seed", args.seed))
-                 if v is not None}
+    overrides = _given(fma_list=args.fma, runs=args.runs, warmups=args.warmups,
+                       flush_l2=getattr(args, "flush_l2", None), seed=args.seed)
     if getattr(args, "no_verify", False):
         overrides["verify"] = False
     if args.hold_us is not None:
@@ -233,29 +214,24 @@ def floors_command(argv: list[str]) -> int:
     return 0
 
 
-# benchmark -> (module, function taking argv and returning an exit code, one-line help), imported when run
+# benchmark -> what runs it (imported when run) and its one-line help
 BENCHMARKS = {
-    "roof": ("drvtma.cli.bench", "roof_command", "the TMA read modes against the device-to-device copy rate"),
-    "floors": ("drvtma.cli.bench", "floors_command",
-               "what bounds each ring mode: its copies alone, its compute alone, the launch"),
-    "multicast": ("drvtma.cli.benches", "multicast_command",
-                  "k CTAs of a cluster reading the same tiles: one multicast vs each its own copy"),
-    "descriptors": ("drvtma.cli.benches", "descriptors_command",
-                    "a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse"),
-    "gemm": ("drvtma.cli.benches", "gemm_command",
-             "the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape"),
+    "roof": Entry("drvtma.cli.bench", "roof_command", "the TMA read modes against the device-to-device copy rate"),
+    "floors": Entry("drvtma.cli.bench", "floors_command",
+                    "what bounds each ring mode: its copies alone, its compute alone, the launch"),
+    "multicast": Entry("drvtma.cli.benches", "multicast_command",
+                       "k CTAs of a cluster reading the same tiles: one multicast vs each its own copy"),
+    "descriptors": Entry("drvtma.cli.benches", "descriptors_command",
+                         "a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse"),
+    "gemm": Entry("drvtma.cli.benches", "gemm_command",
+                  "the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape"),
 }
 
 
+def _bench_usage() -> str:
+    return "\n".join([f"usage: drvtma bench {{{','.join(BENCHMARKS)}}} [options]   (drvtma bench NAME --help)",
+                      *listing(BENCHMARKS, 12)])
+
+
 def bench_command(argv: list[str]) -> int:
-    if not argv:
-        return usage_error("drvtma bench", f"a benchmark is needed: {', '.join(BENCHMARKS)}")
-    if argv[0] in ("-h", "--help"):
-        print(f"usage: drvtma bench {{{','.join(BENCHMARKS)}}} [options]   (drvtma bench NAME --help)")
-        for name, (_, _, help_) in BENCHMARKS.items():
-            print(f"  {name:<12} {help_}")
-        return 0
-    if argv[0] not in BENCHMARKS:
-        return usage_error("drvtma bench", f"unknown benchmark {argv[0]!r}; benchmarks: {', '.join(BENCHMARKS)}")
-    module, func, _ = BENCHMARKS[argv[0]]
-    return int(getattr(importlib.import_module(module), func)(argv[1:]) or 0)
+    return dispatch("drvtma bench", "benchmark", BENCHMARKS, argv, _bench_usage)

@@ -3,9 +3,10 @@ touched; the work is in drvtma.cluster.bench, drvtma.tma.descriptor_bench and dr
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from .parser import Parser, count, count_list, natural, out_dir
+from .parser import Parser, count, count_list, items, list_of, natural, out_dir
 
 SMEM_PER_BLOCK = 227 * 1024  # what a Hopper block can opt into
 
@@ -62,16 +63,45 @@ def descriptors_command(argv: list[str]) -> int:
     return 0
 
 
+def _shape(text: str) -> tuple[int, int, int]:
+    """MxNxK, each a positive whole number."""
+    shape = tuple(count(v) for v in text.lower().split("x"))
+    if len(shape) != 3:
+        raise ValueError(text)
+    return shape
+
+
+SHAPES = list_of(_shape, "MxNxK[,MxNxK...] with positive M, N and K")
+
+
+def _one_shape(text: str) -> tuple[int, int, int]:
+    try:
+        (shape,) = SHAPES(text)
+        return shape
+    except (ValueError, argparse.ArgumentTypeError):
+        raise argparse.ArgumentTypeError(f"wants one MxNxK with positive M, N and K, got {text!r}") from None
+
+
+def _in_dtype(text: str) -> str:
+    from ..gemm.config import IN_DTYPES, dtype_name
+
+    name = dtype_name(text)
+    if name not in IN_DTYPES:
+        raise ValueError(text)
+    return name
+
+
 def gemm_command(argv: list[str]) -> int:
     """`drvtma bench gemm [--dtypes bfloat16,float8_e4m3fn] [--shapes 4096x4096x4096,...] [--out DIR]`."""
     from ..errors import DrvtmaError
     from ..gemm import bench
-    from ..gemm.config import IN_DTYPES, GemmConfig, dtype_name
+    from ..gemm.config import IN_DTYPES, GemmConfig
 
     p = Parser(prog="drvtma bench gemm", description=bench.__doc__.split("\n\n")[0])
-    p.add_argument("--dtypes", default=",".join(bench.DTYPES),
-                   help=f"comma-separated input types: {', '.join(IN_DTYPES)}")
-    p.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in bench.SHAPES), help="MxNxK,...")
+    p.add_argument("--dtypes", type=list_of(_in_dtype, f"some of {', '.join(IN_DTYPES)}"),
+                   default=",".join(bench.DTYPES), help=f"comma-separated input types: {', '.join(IN_DTYPES)}")
+    p.add_argument("--shapes", type=SHAPES, default=",".join("x".join(map(str, s)) for s in bench.SHAPES),
+                   help="MxNxK,...")
     p.add_argument("--stages", type=count, help="ring depth (default: the config's)")
     p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -82,19 +112,15 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
     p.add_argument("--claims", action="store_true",
                    help="sweep the async tensor-core article's GEMM claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
-    p.add_argument("--claim-shape", default="8192x8192x8192", help="MxNxK of the claim sweep")
-    p.add_argument("--only-claims", help="comma-separated substrings: sweep only the claims whose text has one")
+    p.add_argument("--claim-shape", type=_one_shape, default="8192x8192x8192", help="MxNxK of the claim sweep")
+    p.add_argument("--only-claims", type=items, default=[],
+                   help="comma-separated substrings: sweep only the claims whose text has one")
     p.add_argument("--profile", action="store_true",
                    help="instead of timing: where the cycles go (drvtma.gemm.profile: clock, issue rate, stalls, tail)")
     p.add_argument("--out", type=out_dir, help="directory for gemm.csv and gemm.md")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-    try:  # one configuration and shape list for every mode (the claim sweep starts from cfg too)
-        shapes = bench.parse_shapes(args.shapes, "--shapes")
-        (claim_shape,) = bench.parse_shapes(args.claim_shape, "--claim-shape")
-        for option, given in (("--shapes", shapes), ("--claim-shape", (claim_shape,))):
-            if any(v < 1 for s in given for v in s):
-                raise ValueError(f"{option}: wants positive M, N and K, got {given}")
+    try:  # one configuration for every mode (the claim sweep starts from cfg too)
         changes = {}
         for item in args.set:
             try:
@@ -103,12 +129,8 @@ def gemm_command(argv: list[str]) -> int:
                 raise ValueError(exc if "--set" in str(exc) else f"--set {item!r}: {exc}") from None
         given = {"stages": args.stages, "swizzle": args.swizzle}
         cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **changes)
-        dtypes = [d for d in args.dtypes.split(",") if d.strip()]
-        if not dtypes or any(dtype_name(d.strip()) not in IN_DTYPES for d in dtypes):
-            raise ValueError(f"--dtypes: wants some of {', '.join(IN_DTYPES)}, got {args.dtypes!r}")
-        for d in dtypes:
-            cfg.with_(dtype=dtype_name(d.strip()))
+        for d in args.dtypes:
+            cfg.with_(dtype=d)
     except (DrvtmaError, ValueError, TypeError) as exc:
         p.error(str(exc))
-    args.dtypes = ",".join(d.strip() for d in dtypes)
-    return bench.gemm_command(args, argv, cfg, shapes, claim_shape)
+    return bench.gemm_command(args, argv, cfg, args.shapes, args.claim_shape)

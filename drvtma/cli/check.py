@@ -13,7 +13,7 @@ from ..tma.dtypes import ALL_DTYPES, tma_dtype
 from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from ..tma.encode import encode_tiled
 from ..tma.rules import validate_all
-from .parser import Parser, address
+from .parser import Parser, address, list_of
 
 
 # The values each option accepts (any case; the spec also takes the enums' own names, e.g. B128).
@@ -41,14 +41,8 @@ examples:
 exit status: 0 valid, 1 rules broken (listed) or the driver refused it, 2 usage, 3 --encode without a usable GPU"""
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v.strip().replace("_", ""), 0) for v in text.replace("x", ",").split(",") if v.strip()]
-    except ValueError:
-        values = []
-    if not values:
-        raise argparse.ArgumentTypeError(f"wants integers separated by commas or x (e.g. 4,250), got {text!r}")
-    return values
+_ints = list_of(lambda v: int(v.replace("_", ""), 0), "integers separated by commas or x (e.g. 4,250)",
+                separators=",x")
 
 
 def _choice(enum, accepted: tuple[str, ...]):

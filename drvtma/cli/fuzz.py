@@ -15,16 +15,21 @@ from ..fuzz.shard import parse_devices, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, open_database
 from ..fuzz.targets import get_target, target_names
 from ..runtime.figures import record_figure
-from .parser import Parser, count, in_file, json_object, natural, out_dir, seconds
+from .parser import Parser, count, in_file, json_object, list_of, natural, out_dir, seconds
 
 DEFAULT_OUT = "drvtma-fuzz"
 
 
+def _device(text: str) -> str:
+    if not text.isdigit():
+        raise ValueError(text)
+    return text
+
+
 def _devices(text: str) -> str:
     """'all' or device numbers such as 0,1 (checked here; which exist is the driver's to say)."""
-    parts = [v.strip() for v in text.split(",")]
-    if text.strip() != "all" and not (parts and all(v.isdigit() for v in parts)):
-        raise argparse.ArgumentTypeError(f"wants 'all' or device numbers such as 0,1, got {text!r}")
+    if text.strip() != "all":
+        list_of(_device, "'all' or device numbers such as 0,1")(text)
     return text
 
 

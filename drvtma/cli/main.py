@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
 from ..errors import ArgumentError, DrvtmaError, NoGpuError, NvrtcError
-from .parser import USAGE, Parser, usage_error
+from .parser import USAGE, Entry, Parser, dispatch, listing
 
-# subcommand -> (module, function taking argv and returning an exit code, one-line help)
+# subcommand -> what runs it (argv -> exit status, imported when run) and its one-line help
 COMMANDS = {
-    "sweep": ("drvtma.cli.bench", "sweep_command",
-              "time ways of feeding shared memory (sync loads, bulk and tensor copies, pipelines, rings) against "
-              "the compute per tile, as the B-08 TMA article does (needs a Hopper GPU)"),
-    "bench": ("drvtma.cli.bench", "bench_command",
-              "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
-    "check": ("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
-    "wgmma": ("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
-    "compile": ("drvtma.cli.main", "compile_command", "compile a kernel file with NVRTC and list its TMA instructions"),
-    "info": ("drvtma.cli.main", "info_command", "versions, device and driver"),
-    "decode": ("drvtma.cli.decode", "decode_command", "decode a tensor map's 128 bytes (hex) into its spec and address"),
-    "fuzz": ("drvtma.cli.fuzz", "fuzz_command", "fuzz a TMA operation against its oracle: report, shrunk reproducers"),
-    "repro": ("drvtma.cli.fuzz", "repro_command", "replay a reproducer written by `drvtma fuzz` and print the diff"),
+    "sweep": Entry("drvtma.cli.bench", "sweep_command",
+                   "time ways of feeding shared memory (sync loads, bulk and tensor copies, pipelines, rings) "
+                   "against the compute per tile, as the B-08 TMA article does (needs a Hopper GPU)"),
+    "bench": Entry("drvtma.cli.bench", "bench_command",
+                   "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
+    "check": Entry("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
+    "wgmma": Entry("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
+    "compile": Entry("drvtma.cli.main", "compile_command",
+                     "compile a kernel file with NVRTC and list its TMA instructions"),
+    "info": Entry("drvtma.cli.main", "info_command", "versions, device and driver"),
+    "decode": Entry("drvtma.cli.decode", "decode_command",
+                    "decode a tensor map's 128 bytes (hex) into its spec and address"),
+    "fuzz": Entry("drvtma.cli.fuzz", "fuzz_command",
+                  "fuzz a TMA operation against its oracle: report, shrunk reproducers"),
+    "repro": Entry("drvtma.cli.fuzz", "repro_command",
+                   "replay a reproducer written by `drvtma fuzz` and print the diff"),
 }
 
 
@@ -34,13 +37,12 @@ EXIT_CODES = """exit status:
 
 
 def _usage() -> str:
-    lines = ["usage: drvtma COMMAND [ARGS...]   (drvtma COMMAND --help)", "", "commands:"]
-    lines += [f"  {name:<8} {help_}" for name, (_, _, help_) in COMMANDS.items()]
-    return "\n".join([*lines, "", EXIT_CODES])
+    return "\n".join(["usage: drvtma COMMAND [ARGS...]   (drvtma COMMAND --help)", "", "commands:",
+                      *listing(COMMANDS, 8), "", EXIT_CODES])
 
 
 def info_command(argv: list[str]) -> int:
-    Parser(prog="drvtma info", description=COMMANDS["info"][2] + " (needs the CUDA driver)").parse_args(argv)
+    Parser(prog="drvtma info", description=COMMANDS["info"].help + " (needs the CUDA driver)").parse_args(argv)
     from ..runtime import driver
 
     for key, value in driver.versions().items():
@@ -65,7 +67,7 @@ def compile_command(argv: list[str]) -> int:
     from ..runtime import compiler
     from ..runtime import sass
 
-    p = Parser(prog="drvtma compile", description=COMMANDS["compile"][2] + " (needs no GPU)")
+    p = Parser(prog="drvtma compile", description=COMMANDS["compile"].help + " (needs no GPU)")
     p.add_argument("source", help="a .cu file: a path, a path under cu/ (tma/load_probe.cu) or a bare kernel name")
     p.add_argument("-D", dest="defines", action="append", default=[], type=_define, help="NAME or NAME=VALUE")
     args = p.parse_args(argv)
@@ -96,7 +98,7 @@ def compile_command(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     """The `drvtma` command: the exit status (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)."""
     try:
-        return _dispatch(sys.argv[1:] if argv is None else argv)
+        return dispatch("drvtma", "command", COMMANDS, sys.argv[1:] if argv is None else argv, _usage, run=_run)
     except BrokenPipeError:  # `drvtma ... | head`: the reader left; no traceback, and none at exit's flush either
         import os
 
@@ -104,18 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _dispatch(argv: list[str]) -> int:
-    if not argv:
-        return usage_error("drvtma", f"a command is needed: {', '.join(COMMANDS)}")
-    if argv[0] in ("-h", "--help", "help"):
-        print(_usage())
-        return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        return usage_error("drvtma", f"unknown command {name!r}; commands: {', '.join(COMMANDS)}")
-    module, func, _ = COMMANDS[name]
+def _run(name: str, argv: list[str]) -> int:
+    """One command, its errors turned into a message on stderr and the exit status of their kind."""
     try:
-        return int(getattr(importlib.import_module(module), func)(rest) or 0)
+        return COMMANDS[name].run(argv)
     except SystemExit as exc:  # a parser's usage error (already printed) or --help: main returns, as it does
         return exc.code if isinstance(exc.code, int) else 0 if exc.code is None else USAGE
     except ArgumentError as exc:  # a wrong argument the API refused (a missing source, a bad size): usage

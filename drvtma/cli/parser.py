@@ -7,11 +7,13 @@ found before anything touches the GPU: every type here checks its value complete
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import os
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 USAGE = 2  # exit status of a usage error (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)
 
@@ -24,6 +26,37 @@ def usage_error(prog: str, message: str) -> int:
     """Print a usage error as the parsers do and return its exit status (for checks outside a parser)."""
     print(f"{prog}: {one_line(message)}; run {prog} --help", file=sys.stderr)
     return USAGE
+
+
+class Entry(NamedTuple):
+    """A line of a dispatch table (`main.COMMANDS`, `bench.BENCHMARKS`): the module and function (argv -> exit
+    status) that run it, imported only when it runs, and its one-line help."""
+
+    module: str
+    function: str
+    help: str
+
+    def run(self, argv: list[str]) -> int:
+        return int(getattr(importlib.import_module(self.module), self.function)(argv) or 0)
+
+
+def listing(table: dict[str, Entry], width: int) -> list[str]:
+    """A dispatch table's names and helps, one indented line each."""
+    return [f"  {name:<{width}} {entry.help}" for name, entry in table.items()]
+
+
+def dispatch(prog: str, what: str, table: dict[str, Entry], argv: list[str], usage, run=None) -> int:
+    """`prog NAME ARGS...`: NAME's entry runs ARGS (through `run(name, args)` where given); -h / --help / help
+    prints `usage()`; no NAME or an unknown one is a usage error that lists the names."""
+    if not argv:
+        return usage_error(prog, f"a {what} is needed: {', '.join(table)}")
+    name, rest = argv[0], argv[1:]
+    if name in ("-h", "--help", "help"):
+        print(usage())
+        return 0
+    if name not in table:
+        return usage_error(prog, f"unknown {what} {name!r}; {what}s: {', '.join(table)}")
+    return run(name, rest) if run is not None else table[name].run(rest)
 
 
 class Parser(argparse.ArgumentParser):
@@ -87,43 +120,68 @@ def seconds(text: str) -> float:
     return value
 
 
-def int_list(low: int):
-    """A type: comma-separated whole numbers >= low ('1,2,4' -> (1, 2, 4))."""
-    what = ("comma-separated positive whole numbers such as 1,2,4" if low == 1 else
-            f"comma-separated whole numbers >= {low} such as {low},{low + 1}")
+def items(text: str) -> list[str]:
+    """A comma-separated list's items, stripped, the empty ones dropped ("a, b," -> ["a", "b"])."""
+    return [v.strip() for v in text.split(",") if v.strip()]
 
-    def parse(text: str) -> tuple[int, ...]:
+
+def list_of(item, what: str, *, separators: str = ","):
+    """A type: values separated by any of `separators`, each `item(text)` (which returns the value or raises
+    ValueError / ArgumentTypeError), at least one; otherwise "wants `what`" with the whole text."""
+
+    def parse(text: str) -> tuple:
+        joined = text
+        for sep in separators:
+            joined = joined.replace(sep, ",")
         try:
-            values = tuple(_int(p, what) for p in text.split(",") if p.strip())
-        except argparse.ArgumentTypeError:
+            values = tuple(item(v) for v in items(joined))
+        except (ValueError, argparse.ArgumentTypeError):
             values = ()
-        if not values or min(values) < low:
+        if not values:
             _fail(what, text)
         return values
 
     return parse
 
 
+def choice_list(choices, what: str):
+    """A type: comma-separated values, each one of `choices`."""
+
+    def item(text: str) -> str:
+        if text not in choices:
+            raise ValueError(text)
+        return text
+
+    return list_of(item, what)
+
+
+def int_list(low: int):
+    """A type: comma-separated whole numbers >= low ('1,2,4' -> (1, 2, 4))."""
+    what = ("comma-separated positive whole numbers such as 1,2,4" if low == 1 else
+            f"comma-separated whole numbers >= {low} such as {low},{low + 1}")
+    return list_of(int_at_least(low, what), what)
+
+
 count_list = int_list(1)
 natural_list = int_list(0)
 
 
-def _first_existing(path: Path) -> Path:
-    path = path.absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
+def _writable_base(path: Path, text: str, what: str, fix: str) -> None:
+    """The nearest existing folder at or above `path` must be writable (checked now, so a long run does not fail at
+    its end)."""
+    base = path.absolute()
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"cannot {what} {text!r} ({base} is not a writable folder); {fix}")
 
 
 def out_dir(text: str) -> str:
-    """A folder drvtma may create or write into (checked now, so a long run does not fail at its end)."""
+    """A folder drvtma may create or write into."""
     path = Path(text)
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder; give a folder to write into")
-    base = _first_existing(path)
-    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot create or write {text!r} ({base} is not a writable folder); "
-                                         "give a writable folder")
+    _writable_base(path, text, "create or write", "give a writable folder")
     return text
 
 
@@ -134,10 +192,7 @@ def out_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
-    base = _first_existing(path.parent)
-    if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot create {text!r} ({base} is not a writable folder); give a file in "
-                                         "a writable folder")
+    _writable_base(path.parent, text, "create", "give a file in a writable folder")
     return text
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.figures import csv_text
+
 SOURCE = "cluster/multicast_bench.cu"
 ROW_WORDS = 64  # uint32 per tensor row: 256-byte rows
 ROW_BYTES = ROW_WORDS * 4
@@ -81,9 +83,9 @@ class BenchResult:
                 f"MiB of uint32.\nmulticast pays (>= {PAYS_MARGIN:.2f}x) from: {pays}")
 
     def csv_text(self) -> str:
-        lines = ["k,tile_bytes,mode,ms,smem_gbs,l2_gbs"]
-        lines += [f"{p.k},{p.tile_bytes},{p.mode},{p.ms:.6f},{p.smem_gbs:.1f},{p.l2_gbs:.1f}" for p in self.points]
-        return "\n".join(lines) + "\n"
+        return csv_text(["k", "tile_bytes", "mode", "ms", "smem_gbs", "l2_gbs"],
+                        [[p.k, p.tile_bytes, p.mode, f"{p.ms:.6f}", f"{p.smem_gbs:.1f}", f"{p.l2_gbs:.1f}"]
+                         for p in self.points])
 
 
 def expected_checksums(data: np.ndarray, clusters: int, k: int, tiles: int, tile_rows: int) -> np.ndarray:

@@ -9,47 +9,29 @@ alignment, so address rules are what the driver sees.
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 from ..errors import CudaError
 from ..tma.rules import driver_should_accept, validate_all
 from ..tma.spec import TensorMapSpec
 from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
-from .targets import Outcome, Target
+from .targets import Outcome, Session, Target, spec_labels
 
 ADDRESS_WINDOW = 1 << 20
 BUFFER_BYTES = 2 * ADDRESS_WINDOW
 
 
-def _label(value) -> str:
-    return getattr(value, "name", str(value)).lower()
+class EncodeSession(Session):
+    """A real allocation (unless fake) whose addresses the maps take, so address rules are what the driver sees."""
 
-
-class EncodeSession:
-    def __init__(self, fake: bool):
-        self.fake = fake
-        self.timing: Counter = Counter()
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
         self.buffer = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
 
-            self.buffer = DeviceBuffer(BUFFER_BYTES)
+            self.buffer = self.own(DeviceBuffer(BUFFER_BYTES))
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self) -> None:
-        if self.buffer is not None:
-            self.buffer.close()
-            self.buffer = None
-
-    def check(self, specs) -> list[Outcome]:
-        return [self._check_one(spec) for spec in specs]
-
-    def _check_one(self, spec: TensorMapSpec) -> Outcome:
+    def check_one(self, spec: TensorMapSpec) -> Outcome:
         from ..tma.encode import encode_unchecked
 
         t0 = time.perf_counter()
@@ -85,6 +67,7 @@ class EncodeTarget(Target):
     description = "validator (drvtma.tma.rules) vs the driver's cuTensorMapEncodeTiled, valid and broken specs"
     unit = "specs"
     cases_per_batch = 64
+    session_class = EncodeSession
 
     def configure(self, spec=None) -> dict:
         if spec is not None:
@@ -104,12 +87,8 @@ class EncodeTarget(Target):
                 return spec  # rank mismatches cannot be expressed to the driver (it would read past a list)
         raise RuntimeError("no spec the driver can be asked about in 100 draws")
 
-    def session(self, options: dict, *, fake: bool = False) -> EncodeSession:
-        return EncodeSession(fake)
-
     def labels(self, spec: TensorMapSpec) -> dict:
-        return {"dtype": spec.dtype.name, "rank": str(spec.rank), "swizzle": _label(spec.swizzle),
-                "fill": _label(spec.oob_fill)}
+        return spec_labels(spec)
 
     def case_to_json(self, spec: TensorMapSpec) -> dict:
         return {"spec": spec.to_dict()}

@@ -8,7 +8,6 @@ computes the oracle's images of it (`LoadProbe.launch`), so the two overlap.
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from ..tma import oracle
 from ..tma.spec import TensorMapSpec
 from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
-from .targets import Outcome, Target
+from .targets import Outcome, Session, Target, spec_labels
 
 DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
 POOL_BYTES = 64 << 20
@@ -48,12 +47,6 @@ def _spec_from_options(options: dict) -> TensorMapSpec | None:
     return TensorMapSpec.from_dict({k: v for k, v in d.items() if k != "base_address"})
 
 
-def load_labels(spec: TensorMapSpec) -> dict:
-    return {"dtype": spec.dtype.name, "rank": str(spec.rank),
-            "swizzle": f"{spec.swizzle_span_bytes}B" if spec.swizzle_span_bytes else "none",
-            "fill": spec.oob_fill.name.lower() if hasattr(spec.oob_fill, "name") else str(spec.oob_fill)}
-
-
 def image_differences(spec, box_offset, got, want, limit=DIFF_LIMIT) -> list[dict]:
     """The first differing bytes of one image, with where they sit in the box."""
     out = []
@@ -82,12 +75,11 @@ def compare_images(case: LoadCase, spec: TensorMapSpec, got: np.ndarray, want: n
                    bad=bad)
 
 
-class LoadsSession:
+class LoadsSession(Session):
     """The pool (host and device), the probe, and the time spent in each part."""
 
-    def __init__(self, options: dict, fake: bool):
-        self.options, self.fake = options, fake
-        self.timing: Counter = Counter()
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
         t = time.perf_counter()
         self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"],
                                                                          dtype=np.uint8)
@@ -96,26 +88,11 @@ class LoadsSession:
             from ..runtime.driver import DeviceBuffer
             from ..tma.probe import LoadProbe
 
-            self.device = DeviceBuffer.from_array(self.host)
-            self.probe = LoadProbe()
+            self.device = self.own(DeviceBuffer.from_array(self.host))
+            self.probe = self.own(LoadProbe())
         self.timing["setup"] += time.perf_counter() - t
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self) -> None:
-        for handle in (self.probe, self.device):
-            if handle is not None:
-                handle.close()
-        self.probe = self.device = None
-
-    def check(self, cases) -> list[Outcome]:
-        return [self._check_one(case) for case in cases]
-
-    def _check_one(self, case: LoadCase) -> Outcome:
+    def check_one(self, case: LoadCase) -> Outcome:
         timing, clock = self.timing, time.perf_counter
         base = (self.device.ptr if self.device is not None else ADDRESS_BASE) + case.offset
         spec = case.spec.replace(base_address=base)
@@ -153,6 +130,7 @@ class LoadsTarget(Target):
     description = "tiled loads (any dtype, rank, swizzle, fill, element strides) vs the NumPy oracle"
     unit = "boxes"
     cases_per_batch = 8
+    session_class = LoadsSession
 
     def configure(self, spec=None, *, data_seed: int = DATA_SEED, max_boxes: int = MAX_BOXES) -> dict:
         pool = POOL_BYTES
@@ -194,11 +172,8 @@ class LoadsTarget(Target):
         boxes = [v for i in keep for v in trace[bounds[i]:bounds[i + 1]]]
         return trace[:count_at] + [len(keep)] + boxes + trace[end:]
 
-    def session(self, options: dict, *, fake: bool = False) -> LoadsSession:
-        return LoadsSession(options, fake)
-
     def labels(self, case: LoadCase) -> dict:
-        return load_labels(case.spec)
+        return spec_labels(case.spec)
 
     def size(self, case: LoadCase) -> int:
         return len(case.coords)

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+from ..runtime.figures import table_text
 from .campaign import LABEL_ORDER, CampaignResult, Failure, bound_by
 from .targets import Outcome
 
@@ -25,13 +26,10 @@ def summary_rows(result: CampaignResult) -> list[list]:
 
 
 def summary_table(result: CampaignResult, fmt: str = "simple") -> str:
-    from tabulate import tabulate
-
     unit = _unit(result)
     rows = summary_rows(result)
     rows.append(["all", "", result.cases, result.size, result.mismatches])
-    return tabulate(rows, headers=["by", "value", "cases", unit, "mismatches"], tablefmt=fmt,
-                    disable_numparse=True)
+    return table_text(["by", "value", "cases", unit, "mismatches"], rows, fmt)
 
 
 def _unit(result: CampaignResult) -> str:

@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..testing.children import child_env
 from .campaign import CampaignResult, merge_results, run_campaign
 
 
@@ -59,11 +60,8 @@ def run_sharded(target_name: str, options: dict, devices: list[str], *, database
             out = Path(tmp) / f"result{k}.pickle"
             job.write_bytes(pickle.dumps({"target": target_name, "options": options, "shard": (k, n),
                                           "device": device, "database": database_path, **campaign}))
-            env = dict(os.environ, CUDA_VISIBLE_DEVICES=device)
-            root = str(Path(__file__).resolve().parents[2])
-            env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
             procs.append((k, out, subprocess.Popen([sys.executable, "-m", "drvtma.fuzz.shard", str(job), str(out)],
-                                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                   env=child_env(CUDA_VISIBLE_DEVICES=device), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    text=True)))
         parts, errors = [], []
         deadline = time.monotonic() + shard_timeout(**campaign)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ from ..tma.spec import TensorMapSpec
 from ..tma.stores import (CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case,
                           random_values)
 from .choosers import ChooserGenerator
-from .targets import Outcome, Target
+from .targets import Outcome, Session, Target, spec_labels
 
 DIFF_LIMIT = 16
 REGION_HEX_LIMIT = 64 << 10
@@ -40,20 +39,8 @@ class StoreFuzzCase:
         return initial, box
 
 
-class StoresSession:
-    def __init__(self, fake: bool):
-        if fake:
-            raise NotImplementedError("the stores targets have no fake device: they need a Hopper GPU")
-        self.timing: Counter = Counter()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self) -> None:
-        pass
+class StoresSession(Session):
+    """Every case of a batch in one launch (`run_store_cases`), which opens and frees its own buffers."""
 
     def check(self, cases) -> list[Outcome]:
         from ..tma.store_probe import GUARD_BYTES, run_store_cases
@@ -92,6 +79,7 @@ class StoresTarget(Target):
     unit = "cases"
     cases_per_batch = 250
     fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
+    session_class = StoresSession
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description
@@ -118,13 +106,10 @@ class StoresTarget(Target):
             case = random_store_case(ChooserGenerator(ch), ops=options["ops"])
         return StoreFuzzCase(case, ch.integer(0, (1 << 32) - 1))
 
-    def session(self, options: dict, *, fake: bool = False) -> StoresSession:
-        return StoresSession(fake)
-
     def labels(self, c: StoreFuzzCase) -> dict:
-        spec = c.case.spec
-        return {"dtype": spec.dtype.name, "rank": str(spec.rank),
-                "swizzle": f"{spec.swizzle_span_bytes}B" if spec.swizzle_span_bytes else "none", "op": c.case.op}
+        labels = spec_labels(c.case.spec)
+        del labels["fill"]  # stores never fill
+        return {**labels, "op": c.case.op}
 
     def case_to_json(self, c: StoreFuzzCase) -> dict:
         return {"spec": c.case.spec.to_dict(), "coordinates": list(c.case.coords), "op": c.case.op,

@@ -9,8 +9,9 @@ A target (a `Target` subclass, one instance) provides:
 - ``build(chooser, options)`` -> case: the whole case from `drvtma.testing`-style Chooser calls (integer, choice,
   chance) only, so a recorded campaign case replays in hypothesis and shrinks (`drvtma.fuzz.choosers`);
 - ``session(options, fake=False)`` -> a context manager whose ``check(cases)`` returns one `Outcome` per case
-  (the probe against the oracle); ``fake=True`` puts the oracle in place of the device, for CPU tests;
-- ``labels(case)`` (dtype, rank, swizzle, fill: the summary table's rows), ``size(case)``,
+  (the probe against the oracle); ``fake=True`` puts the oracle in place of the device, for CPU tests. By default
+  it opens ``session_class``, a `Session` subclass (`check_one`, `timing`, handles closed with the session);
+- ``labels(case)`` (dtype, rank, swizzle, fill: the summary table's rows; `spec_labels` for a map), ``size(case)``,
   ``case_to_json(case)`` / ``case_from_json(d, options)`` (the reproducer), ``describe(case)``;
 - optionally ``focus(trace, case, outcome)``: the recorded choices narrowed to the failing part (e.g. only the
   boxes that differed) before shrinking.
@@ -22,9 +23,11 @@ with `register(target)` at run time, or with an entry point in the group ``drvtm
 from __future__ import annotations
 
 import importlib
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..errors import ArgumentError, UnknownNameError
+from ..tma.spec import SWIZZLE_SPAN_BYTES
 
 # Imported on first use, so a target's room (and its GPU code) loads only when that target runs.
 BUILTIN_TARGETS = {
@@ -52,6 +55,50 @@ class Outcome:
     bad: list = field(default_factory=list)
 
 
+def swizzle_label(swizzle) -> str:
+    """A swizzle as drvtma's specs spell it ("none", "32B", "64B", "128B"); a value no member has as its int."""
+    if swizzle in SWIZZLE_SPAN_BYTES:
+        return f"{SWIZZLE_SPAN_BYTES[swizzle]}B" if SWIZZLE_SPAN_BYTES[swizzle] else "none"
+    return str(int(swizzle))
+
+
+def spec_labels(spec) -> dict:
+    """A map's summary rows: dtype, rank, swizzle, fill (lower-case member names; a value no member has as its int)."""
+    fill = spec.oob_fill
+    return {"dtype": spec.dtype.name, "rank": str(spec.rank), "swizzle": swizzle_label(spec.swizzle),
+            "fill": fill.name.lower() if hasattr(fill, "name") else str(fill)}
+
+
+class Session:
+    """What a target's `session` opens: `check(cases)` runs `check_one` on each (override `check` to batch them),
+    `timing` adds up the seconds (and counts) of each part, `own(handle)` closes a handle with the session."""
+
+    def __init__(self, options: dict, fake: bool = False):
+        self.options, self.fake = options, fake
+        self.timing: Counter = Counter()
+        self._handles: list = []
+
+    def own(self, handle):
+        self._handles.append(handle)
+        return handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        while self._handles:  # the last opened first (a probe before the buffer it reads)
+            self._handles.pop().close()
+
+    def check(self, cases) -> list[Outcome]:
+        return [self.check_one(case) for case in cases]
+
+    def check_one(self, case) -> Outcome:
+        raise NotImplementedError
+
+
 class Target:
     name = ""
     description = ""
@@ -60,6 +107,7 @@ class Target:
     needs_gpu = True
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
+    session_class: type[Session] | None = None
 
     def configure(self, spec=None) -> dict:
         return {"spec": spec.to_dict() if spec is not None else None}
@@ -67,8 +115,12 @@ class Target:
     def build(self, ch, options: dict):
         raise NotImplementedError
 
-    def session(self, options: dict, *, fake: bool = False):
-        raise NotImplementedError
+    def session(self, options: dict, *, fake: bool = False) -> Session:
+        if self.session_class is None:
+            raise NotImplementedError(f"the {self.name} target gives no session_class: set it or override session")
+        if fake and not self.fake_device:
+            raise NotImplementedError(f"the {self.name} target has no fake device: it needs a Hopper GPU")
+        return self.session_class(options, fake)
 
     def labels(self, case) -> dict:
         return {}

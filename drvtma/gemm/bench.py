@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..runtime.figures import record_figure as record
-from ..runtime.figures import write_report
+from ..runtime.figures import csv_text, table_text, write_report
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
@@ -36,6 +36,11 @@ ATOL = 2.0**-12
 # fp8 inputs: the tensor core's fp8-mode accumulator keeps fewer bits than fp32 (docs/wgmma.md measured ~1e-3 of the
 # largest value on random data), and two GEMMs that sum in different orders differ by about that much.
 ATOL_FP8 = 2.0**-8
+CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
+               "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
+               "cublas_kernels")
+MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
+                    "cuBLAS kernel", "drvtma config, where not the one above")
 SMI_FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
 
 
@@ -205,44 +210,42 @@ class GemmBenchResult:
         return "\n".join([head, *map(row_text, self.points)])
 
     def csv_text(self) -> str:
-        cols = ["dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio",
-                "max_error", "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after",
-                "reasons_after", "cublas_kernels"]
-        lines = [",".join(cols)]
+        rows = []
         for p in self.points:
             ok = p.verified
-            lines.append(",".join(str(v) for v in (
-                p.dtype, p.m, p.n, p.k, f"{p.ms:.4f}", f"{p.tflops(p.ms):.1f}" if ok else "",
-                f"{p.cublas_ms:.4f}", f"{p.tflops(p.cublas_ms):.1f}" if ok else "", f"{p.ratio:.3f}" if ok else "",
-                f"{p.max_error:.3g}", ok, p.smi_before.get("sm_mhz", ""), p.smi_after.get("sm_mhz", ""),
-                p.smi_before.get("power_w", ""), p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
-                "|".join(p.cublas_kernels).replace(",", ";"))))
-        return "\n".join(lines) + "\n"
+            rows.append([p.dtype, p.m, p.n, p.k, f"{p.ms:.4f}", f"{p.tflops(p.ms):.1f}" if ok else "",
+                         f"{p.cublas_ms:.4f}", f"{p.tflops(p.cublas_ms):.1f}" if ok else "",
+                         f"{p.ratio:.3f}" if ok else "", f"{p.max_error:.3g}", ok, p.smi_before.get("sm_mhz", ""),
+                         p.smi_after.get("sm_mhz", ""), p.smi_before.get("power_w", ""),
+                         p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
+                         "|".join(p.cublas_kernels).replace(",", ";")])
+        return csv_text(CSV_COLUMNS, rows)
 
     def markdown(self, command: str) -> str:
-        rows = ["| dtype | M | N | K | drvtma TFLOP/s | cuBLAS TFLOP/s | ratio | err/tol | SM MHz | W | cuBLAS kernel "
-                "| drvtma config, where not the one above |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        rows = []
         for p in self.points:
             if not p.verified:
-                rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.note} | | | | | | | {p.config} |")
+                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 6, p.config])
                 continue
-            rows.append(f"| {p.dtype} | {p.m} | {p.n} | {p.k} | {p.tflops(p.ms):.1f} | {p.tflops(p.cublas_ms):.1f} "
-                        f"| {p.ratio:.3f} | {p.max_error:.2f} | {p.smi_before.get('sm_mhz', '?')}->"
-                        f"{p.smi_after.get('sm_mhz', '?')} | {p.smi_before.get('power_w', '?')}->"
-                        f"{p.smi_after.get('power_w', '?')} | {'; '.join(p.cublas_kernels)[:120]} |"
-                        + (f" {p.config} |" if p.config else " |"))
+            rows.append([p.dtype, p.m, p.n, p.k, f"{p.tflops(p.ms):.1f}", f"{p.tflops(p.cublas_ms):.1f}",
+                         f"{p.ratio:.3f}", f"{p.max_error:.2f}",
+                         f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
+                         f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
+                         "; ".join(p.cublas_kernels)[:120], p.config])
+        table = table_text(MARKDOWN_COLUMNS, rows)
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
                           f"- timing: median of {self.runs} runs each, ABBA halves, events behind a stream hold, "
-                          f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", *rows, ""])
+                          f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", table, ""])
 
 
 def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) -> int:
-    """`drvtma bench gemm` once drvtma.cli.benches has parsed and checked its arguments (`cfg`, the shapes)."""
+    """`drvtma bench gemm` once drvtma.cli.benches has parsed and checked its arguments (`cfg`, the shapes; the
+    lists `args.dtypes` and `args.only_claims`)."""
     if args.claims:
         return _claims_command(args, argv, cfg, claim_shape)
     if args.profile:
         return _profile_command(args, argv, cfg, shapes)
-    result = run_gemm_bench(cfg, dtypes=[d for d in args.dtypes.split(",") if d], shapes=shapes, runs=args.runs,
+    result = run_gemm_bench(cfg, dtypes=args.dtypes, shapes=shapes, runs=args.runs,
                             warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
                             progress=None if args.quiet else sys.stderr)
     print(result.text())
@@ -252,22 +255,11 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
     return 0 if all(pt.verified for pt in result.points) else 1
 
 
-def parse_shapes(text: str, option: str) -> tuple:
-    """"4096x4096x4096,16x8192x8192" -> ((4096, 4096, 4096), (16, 8192, 8192)); ValueError names the option."""
-    try:
-        shapes = tuple(tuple(int(v) for v in s.lower().split("x")) for s in text.split(",") if s.strip())
-        if shapes and all(len(s) == 3 for s in shapes):
-            return shapes
-    except ValueError:
-        pass
-    raise ValueError(f"{option} wants MxNxK[,MxNxK...], got {text!r}")
-
-
 def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     from .profile import profile_gemm
 
     lines, figures = [], []
-    for dtype in [d for d in args.dtypes.split(",") if d]:
+    for dtype in args.dtypes:
         for m, n, k in shapes:
             prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)), m, n, k)
             figures.append(prof.summary())
@@ -276,10 +268,10 @@ def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
             print(lines[-1], flush=True)
     if args.out:
         cols = list(figures[0])
-        csv = "\n".join([",".join(cols), *(",".join(str(f[c]).replace(",", ";") for c in cols) for f in figures)])
+        csv = csv_text(cols, [[str(f[c]).replace(",", ";") for c in cols] for f in figures])
         md = "\n".join([f"# {' '.join(['drvtma bench gemm', *argv])}", "", f"- drvtma: {cfg.label()}", "",
                          *(f"- {line}" for line in lines), ""])
-        write_report(args.out, "gemm-profile", csv + "\n", markdown=md)
+        write_report(args.out, "gemm-profile", csv, markdown=md)
     return 0
 
 
@@ -309,7 +301,7 @@ def _claims_command(args, argv, base: GemmConfig, shape) -> int:
     from .claims import run_claims
     from .config import CLAIMS
 
-    wanted = [w.strip() for w in (args.only_claims or "").split(",") if w.strip()]
+    wanted = args.only_claims
     claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]
     result = run_claims(shape=shape, runs=args.runs, warmups=args.warmups, flush_l2=not args.no_flush,
                         backend=args.backend, claims=claims, base=base,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GemmError
+from ..runtime.figures import csv_text, table_text
 from .bench import compare, read_smi, record
 from .config import CLAIMS, claim_configs
 from .cublas import CublasUnsupported
@@ -174,22 +175,17 @@ class ClaimsResult:
         return "\n".join([head, *map(_row, self.points)])
 
     def csv_text(self) -> str:
-        lines = ["claim,value,config,tflops,cublas_tflops,peak_fraction,error,note"]
-        for p in self.points:
-            lines.append(",".join(str(v).replace(",", ";") for v in (
-                p.claim, p.value, p.label, f"{p.tflops:.1f}", f"{p.cublas_tflops:.1f}", f"{p.peak_fraction:.3f}",
-                f"{p.error:.3g}", p.note)))
-        return "\n".join(lines) + "\n"
+        return csv_text(("claim", "value", "config", "tflops", "cublas_tflops", "peak_fraction", "error", "note"),
+                        [[str(v).replace(",", ";") for v in (p.claim, p.value, p.label, f"{p.tflops:.1f}",
+                                                            f"{p.cublas_tflops:.1f}", f"{p.peak_fraction:.3f}",
+                                                            f"{p.error:.3g}", p.note)] for p in self.points])
 
     def markdown(self, command: str) -> str:
-        rows = ["| claim | value | TFLOP/s | % of dense peak | vs cuBLAS | note |", "|---|---|---|---|---|---|"]
-        for p in self.points:
-            if not p.timed:
-                rows.append(f"| {p.claim} | {p.value} | | | | {p.note} |")
-            else:
-                rows.append(f"| {p.claim} | {p.value} | {p.tflops:.1f} | {100 * p.peak_fraction:.1f} | "
-                            f"{p.tflops / p.cublas_tflops:.3f} | {p.note} |")
-        rows += ["", "## Per claim: the best value and how far the others fall behind it", "",
+        rows = [[p.claim, str(p.value), "", "", "", p.note] if not p.timed else
+                [p.claim, str(p.value), f"{p.tflops:.1f}", f"{100 * p.peak_fraction:.1f}",
+                 f"{p.tflops / p.cublas_tflops:.3f}", p.note] for p in self.points]
+        lines = [table_text(("claim", "value", "TFLOP/s", "% of dense peak", "vs cuBLAS", "note"), rows)]
+        lines += ["", "## Per claim: the best value and how far the others fall behind it", "",
                  *(f"- {line}" for line in self.spreads())]
         clocks = (f"SM {self.smi_before.get('sm_mhz', '?')} -> {self.smi_after.get('sm_mhz', '?')} MHz, "
                   f"{self.smi_before.get('power_w', '?')} -> {self.smi_after.get('power_w', '?')} W")
@@ -197,4 +193,4 @@ class ClaimsResult:
             f"# The async tensor-core article's GEMM claims on the H200 (`{command}`)", "",
             f"- shape {'x'.join(map(str, self.shape))}; every point verified against cuBLAS first; median of "
             f"{self.runs} runs, L2 {'flushed before each' if self.flush_l2 else 'warm'}; {clocks}",
-            f"- cuBLAS: {self.cublas}", "- peak: 989.4 TFLOP/s dense 16-bit, 1978.9 fp8 (spec)", "", *rows, ""])
+            f"- cuBLAS: {self.cublas}", "- peak: 989.4 TFLOP/s dense 16-bit, 1978.9 fp8 (spec)", "", *lines, ""])

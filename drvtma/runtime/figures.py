@@ -31,9 +31,28 @@ def append_line(path, line: str) -> None:
         os.close(fd)
 
 
+def csv_text(header, rows) -> str:
+    """A benchmark's CSV: `header` then `rows` through the csv module (quoted where a value needs it), "\n" ends."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def table_text(header, rows, fmt: str = "github") -> str:
+    """A table through tabulate, every cell shown as given (no number parsing); "github" is a Markdown table."""
+    from tabulate import tabulate
+
+    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+
+
 def write_report(out_dir, stem: str, csv: str, *, title: str = "", text: str = "", markdown: str | None = None):
     """A benchmark's `stem`.csv and `stem`.md under out_dir (created): the Markdown is given, or `text` fenced under
-    `# title`. Returns the two paths."""
+    `# title`. Returns the two paths. Build the CSV with `csv_text` and Markdown tables with `table_text`."""
     from pathlib import Path
 
     out = Path(out_dir)
