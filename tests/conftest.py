@@ -27,11 +27,19 @@ def ctx(drvtma_ctx):
     return drvtma_ctx
 
 
+@pytest.fixture(scope="module")
+def pool(ctx, request):
+    """The test module's POOL_BYTES of random bytes (seed SEED) on the device, and the same bytes on the host."""
+    from drvtma.testing.plugin import random_device_bytes
+
+    with random_device_bytes(request.module.POOL_BYTES, request.module.SEED) as pool:
+        yield pool
+
+
 @pytest.fixture(scope="session")
 def runner(ctx):
     """One GlobalMapRunner (cu/tma/global_map.cu) for the global-map and pitfall tests."""
     from drvtma.tma.global_maps import GlobalMapRunner
 
-    r = GlobalMapRunner()
-    yield r
-    r.close()
+    with GlobalMapRunner() as r:
+        yield r

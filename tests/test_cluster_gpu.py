@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
@@ -40,17 +39,11 @@ SHAPES = [(1, 1, 1), (2, 1, 1), (1, 2, 1), (4, 1, 1), (2, 2, 1), (1, 1, 4), (8, 
           (1, 8, 1), (16, 1, 1), (4, 4, 1), (2, 4, 2), (8, 2, 1)]
 
 
-@pytest.fixture(scope="module")
-def pool(ctx):
-    with random_device_bytes(POOL_BYTES, SEED) as pool:
-        yield pool
-
 
 @pytest.fixture(scope="module")
 def probe(ctx):
-    p = P.MulticastProbe()
-    yield p
-    p.close()
+    with P.MulticastProbe() as p:
+        yield p
 
 
 # ---------------------------------------------------------------------------------------------- launch checks

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.tma import oracle
 from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
@@ -39,20 +38,13 @@ POOL_BYTES = 64 << 20
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def pool(ctx):
-    """64 MiB of random bytes on the device, and the same bytes on the host."""
-    with random_device_bytes(POOL_BYTES, SEED) as pool:
-        yield pool
-
 
 @pytest.fixture(scope="module")
 def probe(ctx):
     from drvtma.tma.probe import LoadProbe
 
-    p = LoadProbe()
-    yield p
-    p.close()
+    with LoadProbe() as p:
+        yield p
 
 
 # ---- (a) validator and driver agree

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.testing.plugin import random_device_bytes
 from drvtma.runtime.figures import record_test as record
 from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
@@ -34,12 +33,6 @@ DECODE_SPECS = settings.DECODE_SPECS.get()
 POOL_BYTES = 32 << 20
 SEED = 14
 DUMPS = settings.REPLACE_DUMPS.get()  # where to write the device's edits (CPU test data)
-
-
-@pytest.fixture(scope="module")
-def pool(ctx):
-    with random_device_bytes(POOL_BYTES, SEED) as pool:
-        yield pool
 
 
 def _in_pool(ch, buf, spec, align=16):

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.testing.plugin import random_device_bytes
 from drvtma.testing.children import run_child
 from drvtma.runtime.figures import record_test as record
 from drvtma.tma.decode import fields
@@ -21,12 +20,7 @@ pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_BYTES = 16 << 20
-
-
-@pytest.fixture(scope="module")
-def pool(ctx):
-    with random_device_bytes(POOL_BYTES, 15) as pool:
-        yield pool
+SEED = 15  # the conftest's `pool` fixture reads both
 
 
 def _tagged(buf, offset, n_words, tag):
