@@ -6,7 +6,6 @@ second close does nothing; close_all closes everything before it raises. Every c
 from __future__ import annotations
 
 import gc
-import weakref
 
 import pytest
 
