@@ -70,13 +70,27 @@ def _wrap(text: str) -> str:
     return textwrap.fill(text, 96, subsequent_indent=" " * 18)
 
 
+def accepted_values(examples: str = EXAMPLES) -> str:
+    """The epilog listing what each map option accepts (`examples` holds the {dtypes} ... fields)."""
+    return examples.format(dtypes=_wrap(", ".join(d.name for d in ALL_DTYPES)), swizzles=", ".join(SWIZZLES),
+                           interleaves=", ".join(INTERLEAVES), l2=", ".join(L2_PROMOTIONS), fills=", ".join(FILLS))
+
+
 def _parser() -> Parser:
     p = Parser(
         prog="drvtma check", description="Describe, validate and (on a GPU) encode a tiled tensor map. Axes are "
-        "in NumPy order (outermost first); needs no GPU unless --encode.",
-        epilog=EXAMPLES.format(dtypes=_wrap(", ".join(d.name for d in ALL_DTYPES)),
-                               swizzles=", ".join(SWIZZLES), interleaves=", ".join(INTERLEAVES),
-                               l2=", ".join(L2_PROMOTIONS), fills=", ".join(FILLS)))
+        "in NumPy order (outermost first); needs no GPU unless --encode.", epilog=accepted_values())
+    add_map_options(p)
+    p.add_argument("--encode", action="store_true", help="also encode it on the GPU (a scratch buffer is "
+                   "allocated when no --address is given)")
+    p.add_argument("--print-json", action="store_true", help="print the normalised spec as JSON")
+    p.add_argument("--show", action="store_true", help="draw the box at the origin in shared memory (text; "
+                   "`drvtma show` draws more)")
+    return p
+
+
+def add_map_options(p: Parser) -> None:
+    """The options that make a spec (`spec_from_args` reads them): shared by `drvtma check` and `drvtma show`."""
     p.add_argument("--json", help="the spec as JSON text (an object of TensorMapSpec fields), a file holding it, "
                    "or - for stdin; the flags below override its fields")
     p.add_argument("--dtype", type=_dtype, help="element type (see below)")
@@ -92,10 +106,6 @@ def _parser() -> Parser:
     p.add_argument("--address", type=address, help="global address to check alignment against (>= 0)")
     p.add_argument("--allow-overlap", action="store_true", help="accept stride 0 and overlapping strides")
     p.add_argument("--allow-undocumented", action="store_true", help="accept INTERLEAVE_32B with another swizzle")
-    p.add_argument("--encode", action="store_true", help="also encode it on the GPU (a scratch buffer is "
-                   "allocated when no --address is given)")
-    p.add_argument("--print-json", action="store_true", help="print the normalised spec as JSON")
-    return p
 
 
 def _json_fields(text: str) -> dict:
@@ -120,7 +130,7 @@ def _json_fields(text: str) -> dict:
     return value
 
 
-def _spec_from_args(args) -> TensorMapSpec:
+def spec_from_args(args) -> TensorMapSpec:
     fields: dict = _json_fields(args.json) if args.json else {}
     flags = {"dtype": args.dtype, "shape": args.shape, "box": args.box, "strides": args.strides,
              "strides_bytes": args.strides_bytes, "element_strides": args.element_strides,
@@ -155,7 +165,7 @@ def check_command(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        spec = _spec_from_args(args)
+        spec = spec_from_args(args)
     except (DrvtmaError, ValueError, TypeError, OSError) as exc:  # not a spec at all: a usage error
         parser.error(str(exc))
     print(spec.describe())
@@ -169,6 +179,10 @@ def check_command(argv: list[str]) -> int:
         print(f"drvtma check: {len(errors)} rule(s) broken: {', '.join(e.rule for e in errors)}", file=sys.stderr)
         return 1
     print("\nvalid: every rule holds" + ("" if spec.base_address is not None else " (no address given to check)"))
+    if args.show:
+        from ..show import draw_image, text_form
+
+        print("\n" + text_form(draw_image(spec)))
     if not args.encode:
         return 0
     try:
