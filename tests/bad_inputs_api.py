@@ -21,6 +21,7 @@ from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, 
                            WgmmaError)
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
 from drvtma.gemm import GemmConfig
+from drvtma.show import bank_report, cells, draw_image, overlay
 from drvtma.runtime.cluster_launch import check_cluster_shape
 from drvtma.tma import decode as D
 from drvtma.tma import replace as R
@@ -399,4 +400,13 @@ CASES: list[ApiCase] = [
     ApiCase("strategy-coordinates-spec-str", lambda: build_coordinates(rng(), "spec"), A, ("spec",)),
     ApiCase("strategy-special-bits-int", lambda: special_float_bits("int32"), A, ("dtype",)),
     ApiCase("strategy-special-bits-none", lambda: special_float_bits(None), T, ("dtype",)),
+    # ---- show
+    ApiCase("show-base-offset-unaligned", lambda: draw_image(wgmma_spec(), base_offset=100), A, ("base_offset", "100")),
+    ApiCase("show-base-offset-str", lambda: draw_image(wgmma_spec(), base_offset="x"), A, ("base_offset",)),
+    ApiCase("show-spec-str", lambda: draw_image("spec"), A, ("spec",)),
+    ApiCase("show-coords-misaligned", lambda: draw_image(wgmma_spec(), (0, 3)), T, ("coordinates",)),
+    ApiCase("show-unit-unknown", lambda: cells(draw_image(wgmma_spec()), "byte"), A, ("unit", "byte")),
+    ApiCase("show-pattern-unknown", lambda: bank_report(draw_image(wgmma_spec()), "diagonal"), A, ("pattern",)),
+    ApiCase("show-operand-c", lambda: overlay(draw_image(wgmma_spec()), "C"), A, ("wgmma", "C")),
+    ApiCase("show-major-x", lambda: overlay(draw_image(wgmma_spec()), "B", "X"), W, ("major",)),
 ]
