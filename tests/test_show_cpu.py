@@ -256,3 +256,28 @@ def test_png_needs_matplotlib_or_draws(tmp_path):
         assert status == 2 and "matplotlib" in err and len(err.strip().splitlines()) == 1
     else:
         assert status == 0 and png.read_bytes()[:4] == b"\x89PNG"
+
+
+# The committed pictures (docs/tensormap.md shows them) and the commands that draw them: they must stay in step.
+WRONG_SWIZZLE = "0x8000004000010000,0x8000004000010002,0x8000004000010004,0x8000004000010006"
+PICTURES = {
+    "bf16-128B-base512.svg": (*MAP, "--base-offset", "512", "--banks", "ldmatrix,column"),
+    "wgmma-B-wrong-swizzle.svg": (*MAP, "--wgmma", "B", "--descriptor", WRONG_SWIZZLE, "--banks", "none"),
+    "f32-64B-edge-fill.svg": ("--dtype", "f32", "--shape", "20,20", "--box", "8,8", "--swizzle", "64B",
+                              "--at", "16,16", "--oob-fill", "nan", "--cells", "element", "--banks", "none"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PICTURES))
+def test_committed_pictures_are_current(name, tmp_path):
+    from pathlib import Path
+
+    committed = Path(__file__).resolve().parents[1] / "docs" / "pictures" / name
+    out = tmp_path / name
+    _run("show", *PICTURES[name], "--svg", str(out))
+    assert committed.read_text() == out.read_text(), f"redraw it: drvtma show {' '.join(PICTURES[name])} --svg ..."
+
+
+def test_wrong_swizzle_descriptors_are_descriptor_for_with_64b():
+    right = descriptor_for(TensorMapSpec.create("bfloat16", (64, 64), (64, 64), swizzle=3), 0, "B", "K")
+    assert WRONG_SWIZZLE == ",".join(hex(replace(d, swizzle=WgmmaSwizzle.B64).encode()) for d in right)

@@ -115,7 +115,7 @@ def draw_image(spec: TensorMapSpec, coords=None, *, base_offset: int = 0) -> Pic
     got = None
     for p in range(planes):  # one plane when the ids fit the type, else their bytes a plane at a time
         g = np.zeros(max(end, size), dtype=np.uint8)
-        g.view(carrier)[offsets // size] = ((ids >> (8 * size * p)) & ((1 << (8 * size)) - 1)).astype(carrier)
+        g.view(carrier)[offsets // size] = (ids >> (8 * size * p)).astype(carrier)  # astype keeps the low bits
         img = oracle.load_image(ispec, g, c, image_address=base_offset).view(carrier).astype(np.int64)
         got = img if got is None else got + (img << (8 * size * p))
     again = oracle.load_image(ispec, np.zeros(max(end, size), np.uint8), c, image_address=base_offset,
