@@ -99,3 +99,11 @@ def test_data_is_never_zero_and_guards_are_poison():
     tensor = memory[GUARD_BYTES:GUARD_BYTES + spec.extent_bytes]
     assert memory.size == 2 * GUARD_BYTES + 4096 and (tensor != 0).all()
     assert len(np.unique(memory[:GUARD_BYTES])) > 100
+
+
+def test_the_runners_kernel_compiles_to_tensor_loads():
+    from drvtma.runtime.compiler import compile_cubin
+    from drvtma.runtime.sass import instructions
+
+    ops = instructions(compile_cubin(Path(__file__).with_name("byo_image_load.cu")), "image_load")
+    assert {f"UTMALDG.{r}D" for r in range(1, 6)} <= set(ops), sorted(ops)

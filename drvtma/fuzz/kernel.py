@@ -33,7 +33,7 @@ class LoadKernel(Protocol):
 
     - ``memory``: 1-D ``np.uint8``, ``GUARD_BYTES`` of random poison, the tensor's bytes (its extent rounded up to
       16; every element nonzero, so a load that delivers nothing differs), then poison again. Put all of it in
-      device memory at a 1024-byte aligned address (any fresh cudaMalloc / torch allocation is).
+      device memory at a 16-byte aligned address (any fresh cudaMalloc / torch allocation is).
     - ``base``: where the tensor starts in ``memory`` (a multiple of 512): the map's global address.
     - ``spec``: the `TensorMapSpec` to load through, NumPy order (``shape``, ``strides_bytes``, ``box``,
       ``element_strides``, ``swizzle``, ``oob_fill``); ``base_address`` is None: use the device address + base.
