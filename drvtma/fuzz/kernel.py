@@ -107,7 +107,7 @@ def load_kernel(ref: str):
     if where.startswith("<python>"):
         raise ArgumentError("kernel_reference", "kernel", ref, "give the callable from a file (file.py:name) to "
                             "replay it outside the Python process that found it", "an unnamed callable")
-    if where.endswith(".py"):
+    if where.endswith(".py") or "/" in where or "\\" in where:  # a file (a module name has neither)
         path = Path(where).resolve()
         if not path.is_file():
             raise ArgumentError("kernel_reference", "kernel", ref, fix, f"no file {path}")
