@@ -17,3 +17,10 @@ def drvtma_off_by_one(memory, base, spec, coords):
     moved = coords.copy()
     moved[:, 0] += 1 if spec.rank > 1 else 16 // spec.itemsize
     return IMAGE_LOAD(memory, base, spec, moved)
+
+
+def triton_boxes(memory, base, spec, coords):
+    """Triton's desc.load of each box (drvtma.fuzz.triton.triton_loads)."""
+    from drvtma.fuzz.triton import triton_loads
+
+    return triton_loads(memory, base, spec, coords)

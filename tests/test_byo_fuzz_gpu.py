@@ -45,3 +45,18 @@ def test_a_planted_off_by_one_is_shrunk_and_replayed(ctx, tmp_path, capsys):
     capsys.readouterr()
     assert main(["repro", str(path)]) == 1
     assert "same diff as recorded" in capsys.readouterr().out
+
+
+def test_triton_runner_matches_the_oracle(ctx, tmp_path):
+    pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
+    pytest.importorskip("torch", reason="torch is not installed (the Triton runner's tensors)")
+    from drvtma.fuzz.triton import last_ptx
+
+    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", "--strategy", "triton", "--examples", "320",
+               "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
+    js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
+    uses_tma = "cp.async.bulk.tensor" in last_ptx()
+    record_figure({"test": "byo_fuzz", "toolchain": "triton", "direction": "load", "cases": js["cases"],
+                   "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})
+    assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-loads-report.md").read_text()
+    assert uses_tma and js["size"] >= 2000

@@ -98,3 +98,64 @@ class _Dtype:
 
 
 TRITON_SPECS = TritonSpecs()
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+
+_compiled: list = []  # the last compiled kernel (its PTX shows whether Triton issued TMA)
+
+
+def _load_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def load_boxes(desc, coords, out, RANK: tl.constexpr, B0: tl.constexpr, B1: tl.constexpr, B2: tl.constexpr):
+        i = tl.program_id(0)
+        c = coords + i * 3
+        if RANK == 1:
+            tl.store(out + i * B0 + tl.arange(0, B0), desc.load([tl.load(c)]))
+        elif RANK == 2:
+            offs = tl.arange(0, B0)[:, None] * B1 + tl.arange(0, B1)[None, :]
+            tl.store(out + i * (B0 * B1) + offs, desc.load([tl.load(c), tl.load(c + 1)]))
+        else:
+            offs = (tl.arange(0, B0)[:, None, None] * (B1 * B2) + tl.arange(0, B1)[None, :, None] * B2
+                    + tl.arange(0, B2)[None, None, :])
+            tl.store(out + i * (B0 * B1 * B2) + offs, desc.load([tl.load(c), tl.load(c + 1), tl.load(c + 2)]))
+
+    return load_boxes
+
+
+_kernel: list = []
+
+
+def triton_loads(memory, base, spec, coords):
+    """A `LoadKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor, `desc.load` of each box
+    (rank 1..3, as the triton strategy draws), the block stored to a poisoned output. Needs triton and torch."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..tma.triton import triton_arguments
+    from .kernel import tensor_region_bytes
+
+    if not _kernel:
+        _kernel.append(_load_kernel())
+    n, rank, s = len(coords), spec.rank, spec.itemsize
+    dev = torch.from_numpy(memory).cuda()
+    region = dev[base:base + tensor_region_bytes(spec)].view(getattr(torch, spec.dtype.name))
+    a = triton_arguments(spec)
+    desc = TensorDescriptor(region, a["shape"], a["strides"], a["block_shape"], a["padding"])
+    c = torch.zeros((n, 3), dtype=torch.int32)
+    c[:, :rank] = torch.from_numpy(coords.astype("int32"))
+    out = torch.empty((n, *spec.box), dtype=region.dtype, device="cuda")
+    out.view(torch.uint8).fill_(0xAB)  # poison: an element the kernel never wrote shows
+    b = list(spec.box) + [1] * (3 - rank)
+    compiled = _kernel[0][(n,)](desc, c.cuda(), out, RANK=rank, B0=b[0], B1=b[1], B2=b[2])
+    _compiled[:] = [compiled]
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[s]
+    return out.view(bits).cpu().numpy()
+
+
+def last_ptx() -> str:
+    """The PTX of the last Triton kernel `triton_loads` ran ("" before any)."""
+    return _compiled[0].asm.get("ptx", "") if _compiled else ""
