@@ -76,6 +76,18 @@ def _campaign(**kw):
 
 T, W, G, C, A = TensorMapError, WgmmaError, GemmError, ClusterError, ArgumentError
 
+def _fuzz_kernel(run, **kw):
+    from drvtma.fuzz.user import fuzz_kernel
+
+    return fuzz_kernel(run, **kw)
+
+
+def _load_kernel(ref):
+    from drvtma.fuzz.kernel import load_kernel
+
+    return load_kernel(ref)
+
+
 CASES: list[ApiCase] = [
     # ---- TensorMapSpec.create: types
     ApiCase("create-dtype-none", create(dtype=None), T, ("dtype",)),
@@ -385,6 +397,12 @@ CASES: list[ApiCase] = [
     ApiCase("fuzz-target-name-str", _campaign(target="encode"), A, ("target",)),
     ApiCase("fuzz-options-none", _campaign(options=None), A, ("options",)),
     ApiCase("fuzz-merge-nothing", lambda: merge_results([]), A, ("parts",)),
+    ApiCase("fuzz-kernel-direction", lambda: _fuzz_kernel(lambda *a: None, direction="sideways"), A, ("direction",)),
+    ApiCase("fuzz-kernel-not-callable", lambda: _fuzz_kernel("run"), A, ("run",)),
+    ApiCase("fuzz-kernel-strategy", lambda: _fuzz_kernel(lambda *a: None, strategy="cutlass"), A, ("strategy",)),
+    ApiCase("fuzz-kernel-returns-none", lambda: _fuzz_kernel(lambda *a: None, examples=1, shrink=False), A,
+            ("the kernel's return value", "shape")),
+    ApiCase("fuzz-kernel-reference", lambda: _load_kernel("file_without_a_name"), A, ("kernel",)),
     # ---- testing strategies
     ApiCase("strategy-rng-none", lambda: RngChooser(None), A, ("rng",)),
     ApiCase("strategy-integer-empty", lambda: rng().integer(5, 1), A, ("lo, hi",)),

@@ -385,9 +385,10 @@ def test_the_guide_shows_the_example_tests_line_for_line():
     """docs/testing-your-kernel.md quotes tests/user_kernel.py and tests/test_user_kernel_*.py: keep them one."""
     guide = (ROOT / "docs" / "testing-your-kernel.md").read_text()
     sources = "\n".join((ROOT / "tests" / name).read_text()
-                        for name in ("user_kernel.py", "test_user_kernel_cpu.py", "test_user_kernel_gpu.py"))
+                        for name in ("user_kernel.py", "test_user_kernel_cpu.py", "test_user_kernel_gpu.py",
+                                     "byo_kernels.py", "test_byo_fuzz_cpu.py"))
     blocks = re.findall(r"```(cuda|python)\n(.*?)```", guide, flags=re.S)
-    assert len(blocks) == 3
+    assert len(blocks) == 6
     for _, code in blocks:
         assert code.strip() in sources, code[:200]
 

@@ -63,7 +63,27 @@ def _parser() -> Parser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--fake-device", action="store_true", help="the oracle stands in for the GPU (tests the "
                    "campaign machinery without one; finds no hardware bugs)")
+    p.add_argument("--kernel", help="fuzz YOUR kernel instead of drvtma's probe (loads, stores, reductions): "
+                   "path/to/file.py:run or module:run, a callable as drvtma.fuzz.kernel.LoadKernel / StoreKernel")
+    p.add_argument("--strategy", default="drvtma", help="with --kernel: whose rules the maps follow, drvtma "
+                   "(default) or triton")
     return p
+
+
+def _kernel_target(args, parser: Parser):
+    """--kernel: the kernel-TARGET target, the reference checked (file, callable) before any case."""
+    from ..fuzz.kernel import load_kernel
+    from ..fuzz.user import DIRECTIONS, STRATEGIES
+
+    if args.target not in DIRECTIONS:
+        parser.error(f"--kernel: fuzzes {', '.join(DIRECTIONS)} with your kernel, not {args.target!r}")
+    if args.strategy not in STRATEGIES:
+        parser.error(f"--strategy: {args.strategy!r} is none of {', '.join(STRATEGIES)}")
+    try:
+        load_kernel(args.kernel)
+    except DrvtmaError as exc:
+        parser.error(f"--kernel: {exc}")
+    return get_target(DIRECTIONS[args.target])
 
 
 def _load_spec(path, parser: Parser):
@@ -92,7 +112,7 @@ def fuzz_command(argv: list[str]) -> int:
                 print(f"{name:<12} (unavailable: {exc})")
         return 0
     try:
-        target = get_target(args.target)
+        target = get_target(args.target) if args.kernel is None else _kernel_target(args, parser)
     except KeyError as exc:
         parser.error(f"target: {exc.args[0]}")
     if args.fake_device and not getattr(target, "fake_device", True):
@@ -105,7 +125,8 @@ def fuzz_command(argv: list[str]) -> int:
             parser.error(f"--out: {exc}")
     spec = _load_spec(args.spec, parser)
     try:
-        options = target.configure(spec)
+        options = (target.configure(spec) if args.kernel is None else
+                   target.configure(spec, kernel=args.kernel, strategy=args.strategy))
     except DrvtmaError:  # a rule the spec breaks: exit 1, the rule named
         raise
     except ValueError as exc:  # a spec this target cannot take

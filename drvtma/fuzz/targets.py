@@ -35,6 +35,9 @@ BUILTIN_TARGETS = {
     "loads": "drvtma.fuzz.loads:LOADS",
     "stores": "drvtma.fuzz.stores:STORES",
     "reductions": "drvtma.fuzz.stores:REDUCTIONS",
+    "kernel-loads": "drvtma.fuzz.user:KERNEL_LOADS",
+    "kernel-stores": "drvtma.fuzz.user:KERNEL_STORES",
+    "kernel-reductions": "drvtma.fuzz.user:KERNEL_REDUCTIONS",
 }
 ENTRY_POINT_GROUP = "drvtma.fuzz_targets"
 

@@ -218,6 +218,14 @@ class TensorMapSpec:
         return cls(dt, layout.shape, layout.strides_bytes, box, **options)
 
     @classmethod
+    def from_triton(cls, desc, *, swizzle=None) -> TensorMapSpec:
+        """A spec for a host `triton.tools.tensor_descriptor.TensorDescriptor` (shape, strides, block shape,
+        padding, base address); `swizzle` as your kernel's shared layout (default: the block row's span)."""
+        from .triton import spec_from_triton
+
+        return spec_from_triton(cls, desc, swizzle=swizzle)
+
+    @classmethod
     def from_buffer(cls, buf, dtype, shape, box, *, strides=None, strides_bytes=None, offset_bytes: int = 0,
                     **options) -> TensorMapSpec:
         """A spec for a tensor that starts ``offset_bytes`` into a DeviceBuffer (or any object with ``.ptr``)."""

@@ -1,0 +1,161 @@
+"""The "triton" strategy of kernel fuzzing (`drvtma fuzz loads --kernel k.py:run --strategy triton`): maps a
+host `TensorDescriptor` can describe and Triton's own checks accept (drvtma.tma.triton: power-of-two blocks, rows
+of 16 bytes or more, 16-byte strides, zero or NaN padding for floats), built through `TensorMapSpec.from_triton`.
+Triton itself is optional: nothing here imports it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ..tma.dtypes import tma_dtype
+from ..tma.rules import round_up
+from ..tma.spec import TensorMapSpec
+from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase
+from .stores import StoreFuzzCase
+
+# torch names of the element types the strategy draws (the map type in drvtma.tma.triton.TRITON_DTYPES)
+DTYPES = ("float16", "bfloat16", "float32", "float64", "uint8", "int32", "int64")
+MAX_BLOCK_BYTES = 16384
+
+
+def _pow2(ch, lo: int, hi: int) -> int:
+    """A power of two in lo..hi (both powers of two)."""
+    return 1 << ch.integer(lo.bit_length() - 1, hi.bit_length() - 1)
+
+
+class TritonSpecs:
+    name = "triton"
+
+    def descriptor(self, ch, options: dict, dtypes=DTYPES) -> SimpleNamespace:
+        """The fields of a host TensorDescriptor (base: a stand-in with dtype, data_ptr 0)."""
+        name = ch.choice(list(dtypes))
+        from ..tma.triton import TRITON_DTYPES
+
+        s = tma_dtype(TRITON_DTYPES[name]).itemsize
+        rank = ch.integer(1, 3)
+        block = [_pow2(ch, max(1, 16 // s), min(256, 256 // s))]  # a row of 16..256 bytes
+        budget = MAX_BLOCK_BYTES // (block[0] * s)
+        for _ in range(rank - 1):
+            block.insert(0, _pow2(ch, 1, max(1, min(256, budget))))
+            budget = max(1, budget // block[0])
+        max_dim, step = ch.choice([8, 40, 300]), s
+        shape, strides = [0] * rank, [0] * rank
+        for axis in reversed(range(rank)):
+            room = max(1, options["max_extent_bytes"] // max(step, 1))
+            shape[axis] = ch.integer(1, max(1, min(max_dim, room)))
+            strides[axis] = step // s
+            pad = 16 * ch.choice([0, 0, 1, 2])
+            step = round_up(step * shape[axis], 16) + pad if axis == rank - 1 else step * shape[axis] + pad
+        strides[-1] = 1
+        floating = name.startswith(("float", "bfloat"))
+        padding = "nan" if floating and ch.chance(0.3) else "zero"
+        return SimpleNamespace(base=_Base(name, s, floating), shape=shape, strides=strides, block_shape=block,
+                               padding=padding)
+
+    def load_spec(self, ch, options: dict, dtypes=DTYPES) -> TensorMapSpec:
+        return TensorMapSpec.from_triton(self.descriptor(ch, options, dtypes))
+
+    def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
+        from ..testing import build_coordinates
+
+        return build_coordinates(ch, spec)
+
+    def store_case(self, ch, options: dict) -> StoreFuzzCase:
+        ops = options["ops"]
+        dtypes = [d for d in DTYPES if any(op == STORE or _map_type(d) in REDUCE_DTYPES[op] for op in ops)]
+        spec = (TensorMapSpec.from_dict(options["spec"]) if options.get("spec")
+                else self.load_spec(ch, options, dtypes))
+        legal = [op for op in ops if op == STORE or spec.dtype in REDUCE_DTYPES[op]]
+        unit = 16 // spec.itemsize
+        coords = tuple(ch.integer(0, n + 1) for n in spec.shape[:-1]) + (
+            unit * ch.integer(0, -(-spec.shape[-1] // unit)),)
+        return StoreFuzzCase(StoreCase(spec, coords, ch.choice(legal), 0), ch.integer(0, (1 << 32) - 1))
+
+
+def _map_type(name: str):
+    from ..tma.triton import TRITON_DTYPES
+
+    return tma_dtype(TRITON_DTYPES[name])
+
+
+class _Base:
+    """What Triton's TensorDescriptor reads of its base tensor: dtype (str(), itemsize, is_floating_point) and
+    data_ptr()."""
+
+    def __init__(self, name: str, itemsize: int, floating: bool):
+        self.dtype = _Dtype(name, itemsize, floating)
+
+    def data_ptr(self) -> int:
+        return 0
+
+
+class _Dtype:
+    def __init__(self, name: str, itemsize: int, floating: bool):
+        self.name, self.itemsize, self.is_floating_point = name, itemsize, floating
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+TRITON_SPECS = TritonSpecs()
+
+
+# ---------------------------------------------------------------------------------------------- the runner
+
+_compiled: list = []  # the last compiled kernel (its PTX shows whether Triton issued TMA)
+
+
+def _load_kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def load_boxes(desc, coords, out, RANK: tl.constexpr, B0: tl.constexpr, B1: tl.constexpr, B2: tl.constexpr):
+        i = tl.program_id(0)
+        c = coords + i * 3
+        if RANK == 1:
+            tl.store(out + i * B0 + tl.arange(0, B0), desc.load([tl.load(c)]))
+        elif RANK == 2:
+            offs = tl.arange(0, B0)[:, None] * B1 + tl.arange(0, B1)[None, :]
+            tl.store(out + i * (B0 * B1) + offs, desc.load([tl.load(c), tl.load(c + 1)]))
+        else:
+            offs = (tl.arange(0, B0)[:, None, None] * (B1 * B2) + tl.arange(0, B1)[None, :, None] * B2
+                    + tl.arange(0, B2)[None, None, :])
+            tl.store(out + i * (B0 * B1 * B2) + offs, desc.load([tl.load(c), tl.load(c + 1), tl.load(c + 2)]))
+
+    return load_boxes
+
+
+_kernel: list = []
+
+
+def triton_loads(memory, base, spec, coords):
+    """A `LoadKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor, `desc.load` of each box
+    (rank 1..3, as the triton strategy draws), the block stored to a poisoned output. Needs triton and torch."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..tma.triton import triton_arguments
+    from .kernel import tensor_region_bytes
+
+    if not _kernel:
+        _kernel.append(_load_kernel())
+    n, rank, s = len(coords), spec.rank, spec.itemsize
+    dev = torch.from_numpy(memory).cuda()
+    region = dev[base:base + tensor_region_bytes(spec)].view(getattr(torch, spec.dtype.name))
+    a = triton_arguments(spec)
+    desc = TensorDescriptor(region, a["shape"], a["strides"], a["block_shape"], a["padding"])
+    c = torch.zeros((n, 3), dtype=torch.int32)
+    c[:, :rank] = torch.from_numpy(coords.astype("int32"))
+    out = torch.empty((n, *spec.box), dtype=region.dtype, device="cuda")
+    out.view(torch.uint8).fill_(0xAB)  # poison: an element the kernel never wrote shows
+    b = list(spec.box) + [1] * (3 - rank)
+    compiled = _kernel[0][(n,)](desc, c.cuda(), out, RANK=rank, B0=b[0], B1=b[1], B2=b[2])
+    _compiled[:] = [compiled]
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[s]
+    return out.view(bits).cpu().numpy()
+
+
+def last_ptx() -> str:
+    """The PTX of the last Triton kernel `triton_loads` ran ("" before any)."""
+    return _compiled[0].asm.get("ptx", "") if _compiled else ""

@@ -1,0 +1,236 @@
+"""Fuzz YOUR kernel: the targets kernel-loads, kernel-stores and kernel-reductions (`drvtma fuzz loads --kernel
+file.py:run`), and `fuzz_kernel(run, direction=...)` for pytest.
+
+drvtma draws each case (a map valid under the toolchain's own rules: `strategy` "drvtma" or "triton";
+coordinates inside, straddling and far outside; data never zero; poisoned guards), calls your kernel
+(`drvtma.fuzz.kernel.LoadKernel` / `StoreKernel`), compares with its oracle, shrinks failures and writes
+reproducers that `drvtma repro` replays (they name your kernel: options["kernel"]). The kernel decides where it
+runs, so `fake` changes nothing here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ArgumentError, DrvtmaError
+from ..tma.spec import TensorMapSpec
+from ..tma.stores import REDUCE_OPS, STORE, apply_store
+from ..testing import build_coordinates, build_valid_spec
+from . import kernel as K
+from .loads import LoadsTarget
+from .stores import StoreFuzzCase, StoresTarget
+from .targets import Outcome, Session, Target, spec_labels
+
+DIRECTIONS = {"loads": "kernel-loads", "stores": "kernel-stores", "reductions": "kernel-reductions"}
+MAX_BOXES = 16
+MAX_EXTENT_BYTES = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------- strategies
+
+class DrvtmaSpecs:
+    """drvtma's own rules: every valid non-interleaved map (loads), `random_store_case` (stores)."""
+
+    name = "drvtma"
+
+    def load_spec(self, ch, options: dict) -> TensorMapSpec:
+        return build_valid_spec(ch, interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
+                                max_smem_bytes=ch.choice([2048, 16384]),
+                                max_extent_bytes=options["max_extent_bytes"])
+
+    def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
+        return build_coordinates(ch, spec)
+
+    def store_case(self, ch, options: dict) -> StoreFuzzCase:
+        return StoresTarget.build(None, ch, options)  # the stores target's builder (it uses no `self`)
+
+
+STRATEGIES = {"drvtma": "drvtma.fuzz.user:DRVTMA_SPECS", "triton": "drvtma.fuzz.triton:TRITON_SPECS"}
+
+
+def strategy(name: str):
+    if name not in STRATEGIES:
+        raise ArgumentError("fuzz_strategy", "strategy", name, f"use one of {', '.join(STRATEGIES)}")
+    module, _, attr = STRATEGIES[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+# ---------------------------------------------------------------------------------------------- loads
+
+@dataclass
+class KernelLoadCase:
+    spec: TensorMapSpec
+    coords: np.ndarray  # (boxes, rank), NumPy order
+    data_seed: int
+    layout: tuple | None = field(default=None, compare=False)  # trace positions, for LoadsTarget.focus
+
+
+class KernelLoadsSession(Session):
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
+        self.run = K.load_kernel(options["kernel"])
+
+    def check_one(self, case: KernelLoadCase) -> Outcome:
+        memory = K.load_memory(case.spec, case.data_seed)
+        n = len(case.coords)
+        result = self.run(memory.copy(), K.GUARD_BYTES, case.spec, case.coords.copy())
+        got = K.load_result_boxes(result, case.spec, n)
+        want = K.expected_boxes(case.spec, memory, case.coords)
+        bad = np.flatnonzero((got.reshape(n, -1) != want.reshape(n, -1)).any(axis=1)).tolist()
+        if not bad:
+            return Outcome(True)
+        first = bad[0]
+        diffs = K.box_differences(case.spec, case.coords, got, want, first)
+        return Outcome(False, want[first].tobytes().hex(), got[first].tobytes().hex(), diffs,
+                       f"{len(bad)} of {n} boxes differ; the first, box {first} at "
+                       f"{tuple(int(v) for v in case.coords[first])} "
+                       f"(NumPy order): {int((got[first] != want[first]).sum())} element(s), the first "
+                       f"{diffs[0]['where']}: expected {diffs[0]['expected']}, got {diffs[0]['got']}", bad)
+
+
+def _options(kernel: str, strategy_name: str, spec, ops=None) -> dict:
+    if not isinstance(kernel, str):
+        raise ArgumentError("kernel_reference", "kernel", kernel, 'give "path/to/file.py:name"')
+    strategy(strategy_name)
+    options = {"kernel": K.absolute_reference(kernel), "strategy": strategy_name, "spec": spec.to_dict() if spec is not None else None,
+               "max_boxes": MAX_BOXES, "max_extent_bytes": MAX_EXTENT_BYTES}
+    return options if ops is None else {**options, "ops": list(ops)}
+
+
+class KernelLoadsTarget(Target):
+    name = "kernel-loads"
+    description = "your kernel's tiled loads (drvtma fuzz loads --kernel file.py:run) vs the NumPy oracle"
+    unit = "boxes"
+    cases_per_batch = 8
+    session_class = KernelLoadsSession
+    focus = LoadsTarget.focus  # only the boxes that differed, before shrinking
+
+    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:
+        if spec is not None:
+            spec.validate()
+        return _options(kernel, strategy, spec)
+
+    def build(self, ch, options: dict) -> KernelLoadCase:
+        specs = strategy(options["strategy"])
+        spec = (TensorMapSpec.from_dict(options["spec"]) if options.get("spec")
+                else specs.load_spec(ch, options))
+        data_seed = ch.integer(0, (1 << 32) - 1)
+        count_at = ch.position()
+        n = ch.integer(1, options["max_boxes"])
+        starts, coords = [], []
+        for _ in range(n):
+            starts.append(ch.position())
+            coords.append(specs.load_coordinates(ch, spec))
+        layout = (count_at, starts, ch.position()) if count_at is not None else None
+        return KernelLoadCase(spec, np.array(coords, dtype=np.int64).reshape(n, spec.rank), data_seed, layout)
+
+    def labels(self, case: KernelLoadCase) -> dict:
+        return spec_labels(case.spec)
+
+    def size(self, case: KernelLoadCase) -> int:
+        return len(case.coords)
+
+    def case_to_json(self, case: KernelLoadCase) -> dict:
+        return {"spec": case.spec.to_dict(), "coordinates": case.coords.tolist(), "data_seed": case.data_seed}
+
+    def case_from_json(self, d: dict, options: dict) -> KernelLoadCase:
+        spec = TensorMapSpec.from_dict(d["spec"])
+        return KernelLoadCase(spec, np.array(d["coordinates"], dtype=np.int64).reshape(-1, spec.rank),
+                              int(d["data_seed"]))
+
+    def describe(self, case: KernelLoadCase) -> str:
+        head = ", ".join(str(tuple(int(v) for v in c)) for c in case.coords[:4])
+        more = f" and {len(case.coords) - 4} more" if len(case.coords) > 4 else ""
+        return (f"{len(case.coords)} load(s) at {head}{more} (NumPy order), data seed {case.data_seed}\n"
+                f"{case.spec.describe()}")
+
+
+# ---------------------------------------------------------------------------------------------- stores
+
+class KernelStoresSession(Session):
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
+        self.run = K.load_kernel(options["kernel"])
+
+    def check_one(self, c: StoreFuzzCase) -> Outcome:
+        spec, op = c.case.spec, c.case.op
+        initial, box = c.data()
+        memory = K.store_memory(initial, c.data_seed)
+        want = memory.copy()
+        apply_store(want, K.GUARD_BYTES, spec, c.case.coords, box, op)
+        result = self.run(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64), box.copy(),
+                          op)
+        got = K.store_result_memory(result, memory)
+        wrong = int((got != want).sum())
+        if not wrong:
+            return Outcome(True)
+        diffs = K.memory_differences(spec, got, want)
+        return Outcome(False, want.tobytes().hex(), got.tobytes().hex(), diffs,
+                       f"{wrong} byte(s) differ (offsets from the tensor base; memory holds {K.GUARD_BYTES} guard "
+                       f"bytes on each side); the first at {diffs[0]['offset']} ({diffs[0]['where']}): expected "
+                       f"{diffs[0]['expected']}, got {diffs[0]['got']}; {op} at {c.case.coords}")
+
+
+class KernelStoresTarget(StoresTarget):
+    unit = "stores"
+    cases_per_batch = 16
+    fake_device = True  # the user's kernel runs either way
+    session_class = KernelStoresSession
+
+    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:
+        base = super().configure(spec)
+        return {**_options(kernel, strategy, spec, base["ops"]), "max_extent_bytes": MAX_EXTENT_BYTES}
+
+    def build(self, ch, options: dict) -> StoreFuzzCase:
+        return strategy(options["strategy"]).store_case(ch, options)
+
+    def size(self, c) -> int:
+        return 1
+
+
+DRVTMA_SPECS = DrvtmaSpecs()
+KERNEL_LOADS = KernelLoadsTarget()
+KERNEL_STORES = KernelStoresTarget("kernel-stores", [STORE], "your kernel's tensor stores (drvtma fuzz stores "
+                                   "--kernel file.py:run) vs the stores oracle, guards compared")
+KERNEL_REDUCTIONS = KernelStoresTarget("kernel-reductions", list(REDUCE_OPS), "your kernel's tensor reductions "
+                                       "(drvtma fuzz reductions --kernel file.py:run) vs the stores oracle")
+
+
+# ---------------------------------------------------------------------------------------------- pytest
+
+class KernelMismatch(DrvtmaError, AssertionError):
+    """`fuzz_kernel` found cases where your kernel and drvtma's oracle differ (the message: the shrunk case, its
+    first differing element, the reproducer)."""
+
+
+def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int = 0, strategy: str = "drvtma",
+                spec: TensorMapSpec | None = None, out=None, shrink: bool = True, max_shrinks: int = 1,
+                shrink_seconds: float = 60.0, check: bool = True):
+    """Fuzz `run` (a `LoadKernel` for "loads", a `StoreKernel` for "stores" / "reductions") against drvtma's
+    oracle; return (CampaignResult, reproducer paths). Reproducers go to `out` (a folder) when given. With `check`,
+    a mismatch raises KernelMismatch (an AssertionError) holding the report of the first shrunk failure."""
+    from . import report
+    from .campaign import run_campaign
+
+    if direction not in DIRECTIONS:
+        raise ArgumentError("fuzz_target", "direction", direction, f"use one of {', '.join(DIRECTIONS)}")
+    if not callable(run):
+        raise ArgumentError("kernel_reference", "run", type(run).__name__, "give the callable that runs your "
+                            "kernel (see drvtma.fuzz.kernel.LoadKernel / StoreKernel)")
+    target = KERNEL_LOADS if direction == "loads" else KERNEL_STORES if direction == "stores" else KERNEL_REDUCTIONS
+    options = target.configure(spec, kernel=K.kernel_reference(run), strategy=strategy)
+    result = run_campaign(target, options, seed=seed, examples=examples, shrink=shrink, max_shrinks=max_shrinks,
+                          shrink_seconds=shrink_seconds)
+    paths = report.write_reproducers(target, result, Path(out)) if out is not None and result.failures else []
+    if check and result.mismatches:
+        first = result.failures[0]
+        outcome = first.shrunk_outcome or first.outcome
+        case = first.shrunk_case if first.shrunk_case is not None else first.case
+        raise KernelMismatch(f"{report.headline(result)}\nthe smallest failing case found:\n"
+                             f"{target.describe(case)}\n{report.diff_text(outcome)}"
+                             + (f"\nreproducer: {paths[0]}  (drvtma repro {paths[0]})" if paths else ""))
+    return result, paths

@@ -1,0 +1,109 @@
+"""Fuzz your own kernel, on the CPU: NumPy "user kernels" (tests/byo_kernels.py) through the contract of
+drvtma.fuzz.kernel. The right ones pass with 0 mismatches; each planted bug is found, shrunk to a small case,
+written as a reproducer, and `drvtma repro` replays it with the same diff."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import byo_kernels as B
+from drvtma.cli.main import main
+from drvtma.errors import ArgumentError
+from drvtma.fuzz.kernel import LoadKernel, StoreKernel, load_kernel
+from drvtma.fuzz.user import KernelMismatch, fuzz_kernel
+from drvtma.tma.spec import TensorMapSpec
+
+KERNELS = Path(B.__file__).resolve()
+
+
+@pytest.mark.parametrize("run, direction", [(B.load_images, "loads"), (B.load_boxes, "loads"),
+                                            (B.store, "stores"), (B.store, "reductions")])
+def test_a_right_kernel_passes_with_no_mismatch(run, direction):
+    result, paths = fuzz_kernel(run, direction=direction, examples=120, seed=3)
+    assert result.cases == 120 and result.mismatches == 0 and paths == []
+    assert result.size >= 120 and len({k for k in result.by_label if k.startswith("rank=")}) >= 3
+
+
+def test_the_callables_meet_the_protocols():
+    assert isinstance(B.load_images, LoadKernel) and isinstance(B.store, StoreKernel)
+
+
+def _shrunk(out: Path, name: str) -> tuple[Path, dict]:
+    files = sorted(out.glob(f"repro-{name}-*.json"))
+    assert files
+    path = files[0]
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("bug, direction, small", [("off_by_one", "loads", 64), ("no_swizzle", "loads", 1024),
+                                                   ("store_skips_last_chunk", "stores", 64)])
+def test_a_planted_bug_is_found_shrunk_and_replayed(bug, direction, small, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the kernel is named by a path relative to here, as a user would
+    (tmp_path / "kernels.py").write_text(KERNELS.read_text())
+    out = tmp_path / "out"
+    rc = main(["fuzz", direction, "--kernel", f"kernels.py:{bug}", "--examples", "48", "--seed", "4", "--quiet",
+               "--no-db", "--max-shrinks", "1", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 1 and "mismatch" in text, text
+    target = f"kernel-{direction}"
+    path, repro = _shrunk(out, target)
+    assert repro["shrunk"] and repro["options"]["kernel"] == f"{tmp_path / 'kernels.py'}:{bug}"
+    spec = TensorMapSpec.from_dict(repro["case"]["spec"])
+    assert spec.smem_bytes <= small and spec.rank <= 2, repro["describe"]
+    if direction == "loads":
+        assert len(repro["case"]["coordinates"]) == 1  # one box
+    first = repro["result"]["first_differences"][0]
+    assert first["expected"] != first["got"] and "where" in first
+    monkeypatch.chdir(Path(__file__).parent)  # the reproducer names the kernel by its absolute path
+    assert main(["repro", str(path)]) == 1
+    assert "same diff as recorded" in capsys.readouterr().out
+
+
+def test_fuzz_kernel_raises_with_the_shrunk_case_and_writes_the_reproducer(tmp_path):
+    with pytest.raises(KernelMismatch) as info:
+        fuzz_kernel(B.store_skips_last_chunk, direction="stores", examples=30, seed=1, out=tmp_path)
+    text = str(info.value)
+    assert isinstance(info.value, AssertionError)
+    assert "the smallest failing case found" in text and "first differences" in text and "drvtma repro" in text
+    assert sorted(tmp_path.glob("repro-kernel-stores-*.json"))
+
+
+def test_a_wrong_return_is_named():
+    with pytest.raises(ArgumentError, match="the kernel's return value.*shape"):
+        fuzz_kernel(B.wrong_shape, examples=2, shrink=False)
+    with pytest.raises(ArgumentError, match="return all of memory"):
+        fuzz_kernel(lambda memory, base, spec, coords, box, op: memory[:16], direction="stores", examples=1)
+    with pytest.raises(ArgumentError, match="direction"):
+        fuzz_kernel(B.store, direction="sideways")
+
+
+def test_kernel_references(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.py").write_text("def run(memory, base, spec, coords):\n    return None\n")
+    assert load_kernel("k.py:run")(None, 0, None, None) is None
+    for ref, why in [("k.py", "file.py:name"), ("nope.py:run", "no file"), ("k.py:other", "no callable"),
+                     ("no_such_module_xyz:run", "no module"), ("<python>:f", "unnamed")]:
+        with pytest.raises(ArgumentError, match=why):
+            load_kernel(ref)
+
+
+def test_data_is_never_zero_and_guards_are_poison():
+    from drvtma.fuzz.kernel import GUARD_BYTES, load_memory
+
+    spec = TensorMapSpec.create("uint8", (64, 64), (8, 16))
+    memory = load_memory(spec, 0)
+    tensor = memory[GUARD_BYTES:GUARD_BYTES + spec.extent_bytes]
+    assert memory.size == 2 * GUARD_BYTES + 4096 and (tensor != 0).all()
+    assert len(np.unique(memory[:GUARD_BYTES])) > 100
+
+
+def test_the_runners_kernel_compiles_to_tensor_loads():
+    from drvtma.runtime.compiler import compile_cubin
+    from drvtma.runtime.sass import instructions
+
+    ops = instructions(compile_cubin(Path(__file__).with_name("byo_image_load.cu")), "image_load")
+    assert {f"UTMALDG.{r}D" for r in range(1, 6)} <= set(ops), sorted(ops)
