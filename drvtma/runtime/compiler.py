@@ -69,7 +69,7 @@ def find_source(source: str) -> Path:
     else a path under cu/ ("b08/pipelines.cu"), else a bare file name found in exactly one of cu/'s room folders
     ("pipelines.cu")."""
     if os.path.isabs(source) or Path(source).is_file():
-        return _existing(Path(source), source)
+        return _existing(Path(source).absolute(), source)
     root = cu_dir()
     path = root / source
     if path.is_file() or "/" in source:
