@@ -64,6 +64,9 @@ CASES: list[CliCase] = [
         ("define-not-identifier", ("-D", "1X=2", "{syntax_cu}"), ("-D", "1X=2")),
         ("define-no-value", ("{syntax_cu}", "-D"), ("-D",)),
         ("unknown-option", ("--arch", "sm_80", "{syntax_cu}"), ("--arch",)),
+        ("include-dir-missing", ("-I", "{missing}", "{syntax_cu}"), ("-I", "no-such-file")),
+        ("inspect-source", ("--inspect", "{syntax_cu}"), ("source", "cubin")),
+        ("inspect-missing", ("--inspect", "{missing}"), ("source", "no-such-file")),
     ]),
     *_cases(("decode",), [
         ("not-hex", ("xyz",), ("hex",)),
@@ -78,9 +81,13 @@ CASES: list[CliCase] = [
         ("unknown-option", (GOOD, "--yaml"), ("--yaml",)),
         ("all-ones", ("ff" * 128,), ("bits",)),
         ("broken-rule", (BROKEN,), ("rule", "box_inner_bytes"), 1),
+        ("file-wrong-size", ("{list_json}",), ("list_json.json", "128")),
     ]),
     *_cases(("check",), [
         ("no-spec", (), ("dtype",)),
+        ("map-with-spec-flags", ("--map", GOOD, "--dtype", "f32"), ("--map", "--dtype")),
+        ("map-not-hex", ("--map", "xyz"), ("--map", "hex")),
+        ("map-broken-rule", ("--map", BROKEN), ("rule", "box_inner_bytes"), 1),
         ("no-box", ("--dtype", "f32", "--shape", "4,250"), ("box",)),
         ("no-shape", ("--dtype", "f32", "--box", "2,32"), ("shape",)),
         ("json-list", ("--json", "[1,2,3]"), ("--json", "list")),

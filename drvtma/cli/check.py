@@ -86,6 +86,8 @@ def _parser() -> Parser:
     p.add_argument("--print-json", action="store_true", help="print the normalised spec as JSON")
     p.add_argument("--show", action="store_true", help="draw the box at the origin in shared memory (text; "
                    "`drvtma show` draws more)")
+    p.add_argument("--map", help="check a map made elsewhere instead: its 128 bytes as hex, or a file of the raw "
+                   "bytes (as `drvtma decode`); the rules it breaks with fixes, and findings such as bit 85")
     return p
 
 
@@ -164,6 +166,8 @@ def check_command(argv: list[str]) -> int:
     """0: valid (and encoded with --encode); 1: rules broken or the driver refused; 2: bad arguments."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.map is not None:
+        return _check_map(parser, args, argv)
     try:
         spec = spec_from_args(args)
     except (DrvtmaError, ValueError, TypeError, OSError) as exc:  # not a spec at all: a usage error
@@ -201,3 +205,18 @@ def check_command(argv: list[str]) -> int:
     for row in range(0, len(raw), 32):
         print("  " + raw[row:row + 32].hex(" ", 8))
     return 0
+
+
+def _check_map(parser: Parser, args, argv: list[str]) -> int:
+    """--map: the bytes explained (tma.findings); alone, as the spec flags describe another map."""
+    from ..tma.findings import explain
+    from .decode import map_arg, print_report
+
+    others = [a for a in argv if a.startswith("--") and a.split("=")[0] != "--map"]
+    if others:
+        parser.error(f"--map: checks the map's own bytes; drop {' '.join(others)}")
+    try:
+        report = explain(map_arg(args.map))
+    except (DrvtmaError, ValueError) as exc:
+        parser.error(f"--map: {exc}")
+    return print_report(report, "drvtma check")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import string
 import sys
+from pathlib import Path
 
 from ..errors import DrvtmaError
 from .parser import Parser
@@ -16,10 +17,12 @@ def decode_parser() -> Parser:
     p = Parser(
         prog="drvtma decode",
         description="Decode the 128 bytes of a tiled sm_90 CUtensorMap (256 hex digits, spaces, _ and one leading "
-                    "0x allowed; '-' reads stdin) into its spec in NumPy order, its global address, and the rules "
-                    "it breaks. Exit status 1 when it breaks one, as `drvtma check`.")
-    p.add_argument("hex", nargs="+", help="the map's bytes in memory order, as hex")
-    p.add_argument("--json", action="store_true", help='print {"address": ..., "spec": TensorMapSpec.to_dict()}')
+                    "0x allowed; '-' reads stdin; or a file of the 128 raw bytes) into its spec in NumPy order, its "
+                    "global address, the rules it breaks (with fixes) and findings (known driver defects patched "
+                    "by hand, device edits: not errors). Exit status 1 when it breaks a rule, as `drvtma check`.")
+    p.add_argument("hex", nargs="+", help="the map's bytes in memory order, as hex, or a file holding them")
+    p.add_argument("--json", action="store_true", help='print {"address": ..., "spec": TensorMapSpec.to_dict(), '
+                   '"broken": [rule, ...], "findings": [name, ...]}')
     return p
 
 
@@ -38,37 +41,46 @@ def map_hex(text: str) -> bytes:
     return bytes.fromhex(digits)
 
 
+def map_arg(text: str) -> bytes:
+    """The 128 bytes named on the command line: hex, '-' (hex on stdin), or a file holding the raw bytes (a .bin
+    dump) or their hex."""
+    if text == "-":
+        return map_hex(sys.stdin.read())
+    path = Path(text)
+    if len(text) < MAP_DIGITS and path.is_file():
+        data = path.read_bytes()
+        if len(data) == 128:
+            return data
+        try:
+            return map_hex(data.decode())
+        except (UnicodeDecodeError, ValueError):
+            raise ValueError(f"{text}: {len(data)} bytes, neither the 128 raw bytes of a map nor its "
+                             f"{MAP_DIGITS} hex digits") from None
+    return map_hex(text)
+
+
+def print_report(report, prog: str) -> int:
+    """A map's explanation (tma.findings.MapReport) on stdout; 1 when it breaks a rule (findings are not errors)."""
+    print("\n".join(report.lines()))
+    if report.broken:
+        print(f"{prog}: {len(report.broken)} rule(s) broken: {', '.join(e.rule for e in report.broken)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def decode_command(argv: list[str]) -> int:
-    from ..tma.decode import decode, derived_words, fields
-    from ..tma.rules import validate_all
+    from ..tma.findings import explain
 
     parser = decode_parser()
     args = parser.parse_args(argv)
-    text = sys.stdin.read() if args.hex == ["-"] else "".join(args.hex)
     try:
-        raw = map_hex(text)
-        spec, address = decode(raw)
-        f = fields(raw)
+        raw = map_arg(args.hex[0]) if len(args.hex) == 1 else map_hex("".join(args.hex))
+        report = explain(raw)
     except (DrvtmaError, ValueError) as exc:  # not the bytes of a map drvtma can read: usage
         parser.error(str(exc))
     if args.json:
-        print(json.dumps({"address": hex(address), "spec": spec.to_dict()}))
+        print(json.dumps({"address": hex(report.address), "spec": report.spec.to_dict(),
+                          "broken": [e.rule for e in report.broken], "findings": [f.name for f in report.findings]}))
         return 0
-    print(f"tensor map at global 0x{address:x}")
-    print(spec.describe())
-    broken = validate_all(spec)
-    print("rules broken: " + ("none" if not broken else ""))
-    for err in broken:
-        print(f"  {err}")
-    box_bytes, marker = derived_words(spec)
-    if (f.derived_box_bytes, f.derived_swizzle) != (box_bytes, marker):
-        print(f"derived words differ from the driver's (box bytes {f.derived_box_bytes} vs {box_bytes}, swizzle "
-              f"marker 0x{f.derived_swizzle:x} vs 0x{marker:x}): edited on the device or built from zeros; loads "
-              "do not read them")
-    for name, bit in (("bit 85 (small-tensor bit)", f.small_tensor_bit), ("bit 86", f.swizzle_atomicity_bit)):
-        if bit:
-            print(f"{name} is set: no sm_90 driver map seen has it")
-    if broken:
-        print(f"drvtma decode: {len(broken)} rule(s) broken: {', '.join(e.rule for e in broken)}", file=sys.stderr)
-        return 1
-    return 0
+    return print_report(report, "drvtma decode")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..errors import ArgumentError, DrvtmaError, NoGpuError, NvrtcError
+from ..errors import ArgumentError, DrvtmaError, NoGpuError
 from .parser import USAGE, Entry, Parser, dispatch, listing
 
 # subcommand -> what runs it (argv -> exit status, imported when run) and its one-line help
@@ -17,8 +16,8 @@ COMMANDS = {
                    "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
     "check": Entry("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
     "wgmma": Entry("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
-    "compile": Entry("drvtma.cli.main", "compile_command",
-                     "compile a kernel file with NVRTC and list its TMA instructions"),
+    "compile": Entry("drvtma.cli.compile", "compile_command",
+                     "compile a kernel file with NVRTC and list its TMA instructions, or --inspect a binary"),
     "info": Entry("drvtma.cli.main", "info_command", "versions, device and driver"),
     "decode": Entry("drvtma.cli.decode", "decode_command",
                     "decode a tensor map's 128 bytes (hex) into its spec and address"),
@@ -53,47 +52,6 @@ def info_command(argv: list[str]) -> int:
     print(f"device: {props.name}, sm_{props.compute_capability[0]}{props.compute_capability[1]}, "
           f"{props.sm_count} SMs, L2 {props.l2_bytes >> 20} MiB, "
           f"shared memory per block (opt-in) {props.smem_per_block_optin} B")
-    return 0
-
-
-def _define(text: str) -> tuple[str, str | None]:
-    import argparse
-
-    name, sep, value = text.partition("=")
-    if not name.isidentifier():
-        raise argparse.ArgumentTypeError(f"wants NAME or NAME=VALUE with NAME a C identifier, got {text!r}")
-    return name, value if sep else None
-
-
-def compile_command(argv: list[str]) -> int:
-    from ..runtime import compiler
-    from ..runtime import sass
-
-    p = Parser(prog="drvtma compile", description=COMMANDS["compile"].help + " (needs no GPU)")
-    p.add_argument("source", help="a .cu file: a path, a path under cu/ (tma/load_probe.cu) or a bare kernel name")
-    p.add_argument("-D", dest="defines", action="append", default=[], type=_define, help="NAME or NAME=VALUE")
-    args = p.parse_args(argv)
-    source = Path(args.source)
-    if not source.is_file():  # not a path from here: a kernel under cu/
-        try:
-            source = compiler.find_source(args.source)
-        except (FileNotFoundError, ArgumentError) as exc:
-            p.error(f"source: {exc}")
-        if not source.is_file():
-            p.error(f"source: no file {args.source!r} here or under {compiler.cu_dir()}; give a .cu file")
-    try:
-        cubin = compiler.compile_cubin(source, defines=dict(args.defines))
-    except NvrtcError as exc:  # the first line names the file; the log follows
-        print(f"drvtma compile: {source}: compile failed\n{exc}", file=sys.stderr)
-        return 1
-    try:
-        listing = sass.functions(cubin)
-    except (OSError, RuntimeError) as exc:  # nvdisasm is missing or refused: the compile itself succeeded
-        print(f"compiled {source} ({len(cubin)} B cubin); no SASS listing: {exc}")
-        return 0
-    for name, ops in sorted(listing.items()):
-        tma = sorted({op for op in ops if op.startswith(("UTMA", "UBLK", "SYNCS"))})
-        print(f"{name}: {len(ops)} instructions; TMA/mbarrier: {', '.join(tma) or 'none'}")
     return 0
 
 

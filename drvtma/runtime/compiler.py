@@ -11,6 +11,7 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
+from . import includes
 from .. import settings
 from ..errors import ArgumentError, NvrtcError
 
@@ -64,14 +65,15 @@ def _headers_digest(inc: Path) -> str:
 
 
 def find_source(source: str) -> Path:
-    """The kernel file `source` names: an absolute path, a path under cu/ ("b08/pipelines.cu"), or a bare file name
-    found in exactly one of cu/'s room folders ("pipelines.cu")."""
-    if os.path.isabs(source):
-        return _existing(Path(source), source)
+    """The kernel file `source` names: a path from the current directory (your own kernel next to your script),
+    else a path under cu/ ("b08/pipelines.cu"), else a bare file name found in exactly one of cu/'s room folders
+    ("pipelines.cu")."""
+    if os.path.isabs(source) or Path(source).is_file():
+        return _existing(Path(source).absolute(), source)
     root = cu_dir()
     path = root / source
     if path.is_file() or "/" in source:
-        return _existing(path, source)
+        return _existing(path, source, here=True)
     found = sorted(p for p in root.glob(f"*/{source}") if p.parent.name != "include")
     if len(found) == 1:
         return found[0]
@@ -80,31 +82,42 @@ def find_source(source: str) -> Path:
         raise ArgumentError("source_file", "source", source, f"give its folder too: {listed}",
                             f"it names {len(found)} kernels under {root}")
     raise ArgumentError("source_file", "source", source, "give a path, a path under cu/ or a kernel file name "
-                        "from one room folder", f"no kernel {source!r} under {root} (looked in {root}/*/)")
+                        "from one room folder", f"no kernel {source!r} in {Path.cwd()} or under {root} "
+                        f"(looked in {root}/*/)")
 
 
-def _existing(path: Path, source) -> Path:
+def _existing(path: Path, source, here: bool = False) -> Path:
     if not path.is_file():
         raise ArgumentError("source_file", "source", str(source), "give an existing .cu file",
-                            f"{path} does not exist")
+                            f"{path} does not exist" + (f" (nor {Path.cwd() / source})" if here else ""))
     return path
 
 
-def _resolve(source, name: str | None) -> tuple[str, bytes]:
-    """(source name, source text) from a Path, a file name under cu/, or the text itself."""
-    if isinstance(source, Path):
-        return name or source.name, _existing(source, source).read_bytes()
+def _resolve(source, name: str | None) -> tuple[str, bytes, Path | None]:
+    """(source name, source text, its folder) from a Path, a file name (here or under cu/), or the text itself.
+    A file of the user's is named by its absolute path: NVRTC finds its quoted includes next to it, as nvcc does."""
     if isinstance(source, str) and "\n" not in source and source.endswith((".cu", ".cuh")):
-        path = find_source(source)
-        return name or path.name, path.read_bytes()
+        source = find_source(source)
+    if isinstance(source, Path):
+        path = _existing(source, source).resolve()
+        return name or _program_name(path), path.read_bytes(), path.parent
     if not isinstance(source, (str, bytes, bytearray)):
         raise ArgumentError("source_type", "source", type(source).__name__, "give a Path, a .cu file name, or the "
                             "CUDA source text (str or bytes)")
     text = source.encode() if isinstance(source, str) else bytes(source)
-    return name or "drvtma_source.cu", text
+    return name or "drvtma_source.cu", text, None
 
 
-def build_options(arch: str, options=(), defines: dict | None = None) -> tuple[str, ...]:
+def _program_name(path: Path) -> str:
+    """drvtma's own kernels keep their file name (their cache keys and logs do not depend on where it is installed)."""
+    try:
+        path.relative_to(cu_dir().resolve())
+        return path.name
+    except ValueError:
+        return str(path)
+
+
+def build_options(arch: str, options=(), defines: dict | None = None, include_dirs=()) -> tuple[str, ...]:
     if not isinstance(arch, str) or not arch.startswith(("sm_", "compute_")):
         raise ArgumentError("compile_option", "arch", arch, "give an architecture such as 'sm_90a'")
     if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) \
@@ -113,26 +126,32 @@ def build_options(arch: str, options=(), defines: dict | None = None) -> tuple[s
                             "['-lineinfo'] (a bare string would be split into characters)")
     if defines is not None and not isinstance(defines, dict):
         raise ArgumentError("compile_option", "defines", defines, "give a dict such as {'TILE': 64}")
-    opts = [f"-arch={arch}", "-std=c++17", f"-I{include_dir()}"]
+    opts = [f"-arch={arch}", "-std=c++17", *(f"-I{d}" for d in include_dirs), f"-I{include_dir()}"]
     opts += [f"-D{k}" if v is None else f"-D{k}={v}" for k, v in sorted((defines or {}).items())]
     opts += list(options)
     return tuple(opts)
 
 
-def cache_key(text: bytes, name: str, options: tuple[str, ...]) -> str:
+def cache_key(text: bytes, name: str, options: tuple[str, ...], user_headers: str = "") -> str:
+    """`user_headers`: includes.headers_digest of the user's headers the source includes (none: no part, so the
+    keys of drvtma's own kernels stay as they were)."""
     h = hashlib.sha256()
-    for part in (_CACHE_FORMAT, name, "%d.%d" % nvrtc_version(), "\0".join(options), _headers_digest(include_dir())):
+    parts = (_CACHE_FORMAT, name, "%d.%d" % nvrtc_version(), "\0".join(options), _headers_digest(include_dir()))
+    for part in parts + ((user_headers,) if user_headers else ()):
         h.update(part.encode() + b"\0")
     h.update(text)
     return h.hexdigest()
 
 
 def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, options=(),
-                  defines: dict | None = None, cache: bool = True) -> bytes:
-    """Compile CUDA C++ for `arch` and return the cubin; cached in memory and on disk by everything that matters."""
-    name, text = _resolve(source, name)
-    opts = build_options(arch, options, defines)
-    key = cache_key(text, name, opts)
+                  defines: dict | None = None, include_dirs=(), cache: bool = True) -> bytes:
+    """Compile CUDA C++ for `arch` and return the cubin; cached in memory and on disk by everything that matters,
+    the headers it includes from `include_dirs` (your -I folders) and from next to it included."""
+    name, text, src_dir = _resolve(source, name)
+    dirs = includes.include_dirs(include_dirs)
+    opts = build_options(arch, options, defines, dirs)
+    key = cache_key(text, name, opts, includes.headers_digest(includes.user_headers(text, src_dir or Path.cwd(),
+                                                                                     dirs)))
     if cache:
         with _memory_lock:
             hit = _memory_cache.get(key)

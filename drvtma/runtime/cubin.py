@@ -64,3 +64,8 @@ def kernel_params(image: bytes, kernel: str) -> list[tuple[int, int]] | None:
     if sorted(by_ordinal) != list(range(len(by_ordinal))):
         raise ValueError(f"{kernel}: parameter records {sorted(by_ordinal)} are not 0..n-1")
     return [by_ordinal[i] for i in range(len(by_ordinal))]
+
+
+def kernel_names(image: bytes) -> list[str]:
+    """The kernels of a cubin (those with an `.nv.info.<name>` section of attributes), sorted."""
+    return sorted(name[len(".nv.info."):] for name in _sections(image) if name.startswith(".nv.info."))

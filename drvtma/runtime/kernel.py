@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 from operator import is_
 import struct
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from . import cluster_launch, compiler, cubin
+from . import cluster_launch, compiler, images
 from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error
 from .. import settings
 from ..compat import kernel_param_count
@@ -59,20 +61,30 @@ class LaunchConfig:
 
 
 class Module(Resource):
-    """A loaded cubin (cuLibraryLoadData). Kernels taken from it keep it alive."""
+    """A loaded cubin, fatbin or PTX (cuLibraryLoadData; the driver JIT-compiles PTX). Kernels taken from it keep
+    it alive. `params`: {kernel: [size, ...]} for kernels whose binary records no layout (images.declared_layout)."""
 
-    def __init__(self, cubin: bytes, name: str = "<cubin>"):
+    def __init__(self, cubin: bytes, name: str = "<cubin>", *, params=None):
+        self.kind = images.image_kind(cubin) or "cubin"
+        self.declared = images.declared_layout(params)
         context()
         self.name = name
         self.cubin = cubin
-        self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
+        # the driver reads PTX as C text, up to its NUL
+        image = cubin + b"\0" if self.kind == "ptx" and not cubin.endswith(b"\0") else cubin
+        self.handle = call(cu.cuLibraryLoadData, image, None, None, 0, None, None, 0)
         self._own(cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
     @classmethod
-    def load(cls, source, *, options=(), defines=None, name=None) -> Module:
-        cubin = compiler.compile_cubin(source, name=name, options=options, defines=defines)
-        return cls(cubin, name=str(name or source if not isinstance(source, bytes) else "<source>")[:80])
+    def load(cls, source, *, options=(), defines=None, name=None, include_dirs=(), params=None) -> Module:
+        """Compile CUDA C++ (a file here or under cu/, or text), or load a cubin / fatbin / PTX (a file or bytes)."""
+        built = images.read_image(source)
+        if built is not None:
+            return cls(built[1], name=str(name or built[2])[:80], params=params)
+        cubin = compiler.compile_cubin(source, name=name, options=options, defines=defines, include_dirs=include_dirs)
+        return cls(cubin, name=str(name or source if not isinstance(source, bytes) else "<source>")[:80],
+                   params=params)
 
     def kernel(self, name: str) -> Kernel:
         if name not in self._kernels:
@@ -105,13 +117,20 @@ _modules: dict[tuple, Module] = {}
 _modules_lock = threading.Lock()
 
 
-def load_module(source, *, options=(), defines=None) -> Module:
-    """Module.load, cached per process by source and build settings."""
-    key = (str(source), tuple(options), tuple(sorted((defines or {}).items())))
+def load_module(source, *, options=(), defines=None, include_dirs=(), params=None) -> Module:
+    """Module.load, cached per process by source and build settings (a binary by its bytes' hash, a file by its
+    absolute path: the same name from another directory is another file)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        what = hashlib.sha256(source).hexdigest()
+    else:
+        what = str(Path(source).resolve()) if isinstance(source, (str, Path)) and "\n" not in str(source) \
+            and Path(source).is_file() else str(source)
+    key = (what, tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params))
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None or mod.closed:
-            mod = _modules[key] = Module.load(source, options=options, defines=defines)
+            mod = _modules[key] = Module.load(source, options=options, defines=defines, include_dirs=include_dirs,
+                                              params=params)
         return mod
 
 
@@ -296,14 +315,21 @@ class Kernel:
             count = int(call(query, self.handle))
             return [(int(o), int(s)) for o, s in (call(cu.cuKernelGetParamInfo, self.handle, i)
                                                   for i in range(count))]
+        declared = self.module.declared.get(self.name)
         try:
-            params = cubin.kernel_params(self.module.cubin, self.name)
+            params = images.image_params(self.module.kind, self.module.cubin, self.name)
         except ValueError as exc:
+            if declared is not None:
+                return declared
             raise LaunchError(f"{self.name}: cannot read its parameter layout from {self.module.name} ({exc}); "
-                              "load a cubin (not PTX or a fatbin) or use a CUDA 13.2+ driver") from None
-        if params is None:
-            raise LaunchError(f"{self.name}: {self.module.name} holds no parameter records for it")
-        return params
+                              "declare it (params={name: [size, ...]}) or use a CUDA 13.2+ driver") from None
+        if params is None and declared is None:
+            raise LaunchError(f"{self.name}: {self.module.name} holds no parameter records for it; declare them: "
+                              f"params={{{self.name!r}: [size, ...]}}")
+        if declared is not None and params is not None and [s for _, s in declared] != [s for _, s in params]:
+            raise LaunchError(f"{self.name}: declared parameter sizes {[s for _, s in declared]} differ from "
+                              f"{[s for _, s in params]} recorded in {self.module.name}; fix the declaration")
+        return params if params is not None else declared
 
     @property
     def function(self):

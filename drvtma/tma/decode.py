@@ -98,14 +98,25 @@ def _array_bytes(obj) -> bytes:
     if obj is None or isinstance(obj, (int, float, np.integer, np.floating)):
         raise TensorMapError("decode_type", "bytes", type(obj).__name__, how, "not the bytes of a map")
     try:
-        arr = np.asarray(obj)
-    except (TypeError, ValueError) as exc:
+        arr = np.asarray(_on_host(obj))
+    except (TypeError, ValueError, RuntimeError) as exc:
         raise TensorMapError("decode_type", "bytes", type(obj).__name__, how, str(exc)) from None
     if arr.dtype == np.uint8:
         return arr.tobytes()
+    if arr.nbytes == TENSOR_MAP_BYTES and arr.size != TENSOR_MAP_BYTES and arr.dtype.kind in "iuV":
+        return arr.tobytes()  # the map's memory held as wider words (16 uint64, 32 int32): its bytes as they lie
     if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() > 255)):
         raise TensorMapError("decode_type", "bytes", f"{arr.dtype} array", how, "bytes are integers 0..255")
     return arr.astype(np.uint8).tobytes()
+
+
+def _on_host(obj):
+    """A device buffer's copy on the host, through its library's public API (CuPy's get(), torch's cpu())."""
+    if hasattr(obj, "__cuda_array_interface__") and callable(getattr(obj, "get", None)):
+        return obj.get()
+    if callable(getattr(obj, "cpu", None)) and callable(getattr(obj, "detach", None)):
+        return obj.detach().cpu().numpy()
+    return obj
 
 
 @dataclass(frozen=True)

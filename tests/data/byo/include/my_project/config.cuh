@@ -1,0 +1,2 @@
+#pragma once
+#define MY_COPY_STRIDE blockDim.x
