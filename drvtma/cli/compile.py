@@ -77,9 +77,9 @@ def _listing(source: Path, kind: str, data: bytes) -> int:
 
     try:
         kernels = images.inspect_image(kind, data)
-    except (OSError, DrvtmaError, ValueError) as exc:  # no nvdisasm, or nothing readable: the input itself is fine
-        print(f"{source} ({len(data)} B {kind}): no listing: {exc}")
-        return 0
+    except (OSError, DrvtmaError, ValueError) as exc:  # no nvdisasm, or nothing readable: the listing is the job
+        print(f"drvtma compile: {source} ({len(data)} B {kind}) has no listing: {exc}", file=sys.stderr)
+        return 1
     for name, params, ops in kernels:
         layout = "unknown" if params is None else ", ".join(f"{s} B @{o}" for o, s in params) or "none"
         print(f"{name}: parameters {layout}; TMA/mbarrier: {', '.join(ops) or 'none'}")
