@@ -129,7 +129,8 @@ def cache_key(text: bytes, name: str, options: tuple[str, ...]) -> str:
 
 def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, options=(),
                   defines: dict | None = None, cache: bool = True) -> bytes:
-    """Compile CUDA C++ for `arch` and return the cubin; cached in memory and on disk by everything that matters."""
+    """Compile CUDA C++ for `arch` and return the cubin (PTX text for a virtual `compute_XX` arch); cached in memory
+    and on disk by everything that matters, the target included."""
     name, text = _resolve(source, name)
     opts = build_options(arch, options, defines)
     key = cache_key(text, name, opts)
@@ -221,6 +222,11 @@ def _nvrtc_compile(text: bytes, name: str, options: tuple[str, ...]) -> bytes:
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(_format_failure(name, text, options, log_text), source_name=name, options=options,
                              log=log_text)
+        if any(o.startswith("-arch=compute_") for o in options):  # a virtual target: PTX, NUL-terminated
+            size = check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            ptx = bytearray(size)
+            check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+            return bytes(ptx)
         size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = bytearray(size)
         check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")

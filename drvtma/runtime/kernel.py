@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cluster_launch, compiler, cubin
-from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error
+from . import cluster_launch, compiler, cubin, families
+from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 from .. import settings
 from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
@@ -59,20 +59,35 @@ class LaunchConfig:
 
 
 class Module(Resource):
-    """A loaded cubin (cuLibraryLoadData). Kernels taken from it keep it alive."""
+    """A loaded image (cuLibraryLoadData): a cubin, or PTX the driver JIT-compiles (`image`; `cubin` is then the
+    same source built as SASS, read for parameter records only). Kernels taken from it keep it alive."""
 
-    def __init__(self, cubin: bytes, name: str = "<cubin>"):
+    def __init__(self, cubin: bytes, name: str = "<cubin>", *, image: bytes | None = None, target: str = ""):
         context()
         self.name = name
         self.cubin = cubin
-        self.handle = call(cu.cuLibraryLoadData, cubin, None, None, 0, None, None, 0)
+        self.image = cubin if image is None else image
+        self.target = target
+        self.handle = call(cu.cuLibraryLoadData, self.image, None, None, 0, None, None, 0)
         self._own(cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
+    @property
+    def from_ptx(self) -> bool:
+        """True when the driver was handed PTX, so its JIT compiled what runs."""
+        return not self.image.startswith(b"\x7fELF")
+
     @classmethod
-    def load(cls, source, *, options=(), defines=None, name=None) -> Module:
-        cubin = compiler.compile_cubin(source, name=name, options=options, defines=defines)
-        return cls(cubin, name=str(name or source if not isinstance(source, bytes) else "<source>")[:80])
+    def load(cls, source, *, options=(), defines=None, name=None, target: str | None = None) -> Module:
+        """Compile for `target` (default: `families.build_target`, after its capability checks) and load."""
+        target = target or build_target(source)
+        image = compiler.compile_cubin(source, name=name, arch=target, options=options, defines=defines)
+        cubin = image
+        if target.startswith("compute_"):  # PTX has no parameter records: the same source as SASS has them
+            cubin = compiler.compile_cubin(source, name=name, arch="sm_" + target[len("compute_"):],
+                                           options=options, defines=defines)
+        label = str(name or source if not isinstance(source, bytes) else "<source>")[:80]
+        return cls(cubin, name=label, image=image, target=target)
 
     def kernel(self, name: str) -> Kernel:
         if name not in self._kernels:
@@ -105,13 +120,20 @@ _modules: dict[tuple, Module] = {}
 _modules_lock = threading.Lock()
 
 
+def build_target(source) -> str:
+    """The target `source` is built for on device 0 (drvtma.runtime.families: refused by a named capability rule
+    on a GPU without what it needs)."""
+    return families.build_target(source, device_capabilities())
+
+
 def load_module(source, *, options=(), defines=None) -> Module:
-    """Module.load, cached per process by source and build settings."""
-    key = (str(source), tuple(options), tuple(sorted((defines or {}).items())))
+    """Module.load, cached per process by source, build settings and target."""
+    target = build_target(source)
+    key = (str(source), tuple(options), tuple(sorted((defines or {}).items())), target)
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None or mod.closed:
-            mod = _modules[key] = Module.load(source, options=options, defines=defines)
+            mod = _modules[key] = Module.load(source, options=options, defines=defines, target=target)
         return mod
 
 
