@@ -186,3 +186,49 @@ def test_the_plugin_skips_by_capability_with_the_sentence(monkeypatch):
     monkeypatch.setenv("DRVTMA_ARCH", "compute_90")
     with pytest.raises(pytest.skip.Exception, match="the build target is compute_90"):
         plugin.skip_unless("wgmma")
+
+
+NEEDS_CONFTEST = '''
+from types import SimpleNamespace
+
+from drvtma.runtime import capabilities, driver
+from drvtma.testing import plugin
+
+RTX = SimpleNamespace(name="NVIDIA GeForce RTX 5090", compute_capability=(12, 0), sm_count=170,
+                      smem_per_block_optin=101376, cluster_launch=True)
+plugin.tma_context = lambda: None
+driver.device_capabilities = lambda: capabilities.for_device(RTX)
+'''
+NEEDS_TESTS = '''
+import pytest
+
+
+@pytest.fixture(scope="module")
+def wgmma_kernel():
+    raise RuntimeError("a module fixture ran before the skip")
+
+
+@pytest.mark.needs("wgmma")
+def test_wgmma(wgmma_kernel):
+    pass
+
+
+@pytest.mark.needs("multicast", "tma")
+def test_multicast():
+    pass
+'''
+
+
+def test_the_needs_marker_skips_before_any_fixture_with_the_rule(tmp_path):
+    import subprocess
+    import sys
+
+    from drvtma.testing.children import child_env
+
+    (tmp_path / "conftest.py").write_text(NEEDS_CONFTEST)
+    (tmp_path / "test_needs.py").write_text(NEEDS_TESTS)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p",
+                           "drvtma.testing.plugin", "-rs", str(tmp_path)], capture_output=True, text=True,
+                          cwd=tmp_path, env=child_env(), timeout=120)
+    assert "1 passed, 1 skipped" in proc.stdout, proc.stdout + proc.stderr
+    assert "wgmma needs sm_90a; this is sm_120 (NVIDIA GeForce RTX 5090)" in proc.stdout

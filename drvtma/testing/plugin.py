@@ -125,10 +125,16 @@ def tma_probe(drvtma_ctx):
 
 @pytest.fixture(autouse=True)
 def _drvtma_gpu_marker(request):
-    """A test marked gpu (or needs) always goes through drvtma_ctx, so it is skipped (never failed) without a GPU;
-    one marked needs(...) also without those capabilities."""
-    needs = [f for m in request.node.iter_markers("needs") for f in m.args]
-    if request.node.get_closest_marker("gpu") is not None or needs:
+    """A test marked gpu always goes through drvtma_ctx, so it is skipped (never failed) without a GPU."""
+    if request.node.get_closest_marker("gpu") is not None:
         request.getfixturevalue("drvtma_ctx")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """A test marked needs(...) is skipped before any of its fixtures is made (a module fixture that loads a wgmma
+    kernel would fail, not skip), without a GPU or without those capabilities."""
+    needs = [f for m in item.iter_markers("needs") for f in m.args]
     if needs:
+        tma_context()
         skip_unless(*needs)
