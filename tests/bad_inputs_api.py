@@ -17,6 +17,7 @@ from bad_inputs import ApiCase
 import drvtma
 from drvtma import DeviceBuffer, TensorMapSpec, compile_cubin, encode_tiled, load_module
 from drvtma.cluster import Multicast, check_multicast
+from drvtma.runtime import capabilities
 from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, TensorMapError, UnknownNameError,
                            WgmmaError)
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
@@ -399,4 +400,7 @@ CASES: list[ApiCase] = [
     ApiCase("strategy-coordinates-spec-str", lambda: build_coordinates(rng(), "spec"), A, ("spec",)),
     ApiCase("strategy-special-bits-int", lambda: special_float_bits("int32"), A, ("dtype",)),
     ApiCase("strategy-special-bits-none", lambda: special_float_bits(None), T, ("dtype",)),
+    ApiCase("capability-target-text", lambda: capabilities.parse_target("hopper"), A, ("target", "hopper")),
+    ApiCase("capability-unknown-feature", lambda: capabilities.require("warp_magic", capabilities.HOPPER), A,
+            ("feature", "warp_magic")),
 ]

@@ -232,3 +232,8 @@ def test_the_needs_marker_skips_before_any_fixture_with_the_rule(tmp_path):
                           cwd=tmp_path, env=child_env(), timeout=120)
     assert "1 passed, 1 skipped" in proc.stdout, proc.stdout + proc.stderr
     assert "wgmma needs sm_90a; this is sm_120 (NVIDIA GeForce RTX 5090)" in proc.stdout
+
+
+def test_the_readme_shows_the_table():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert caps.markdown() in readme and "## Where drvtma runs" in readme

@@ -228,6 +228,22 @@ def device_capabilities():
     return row
 
 
+_smem_optin: list[int] = []
+
+
+def smem_per_block_optin() -> int:
+    """Shared memory a block of device 0 can opt into; without a usable GPU, the Hopper row's documented figure (what
+    a CPU-side check assumes). Asked once per process: every limit on shared memory goes through here."""
+    if not _smem_optin:
+        from . import capabilities
+
+        try:
+            _smem_optin.append(device_properties().smem_per_block_optin)
+        except NoGpuError:
+            _smem_optin.append(capabilities.HOPPER.smem_per_block_optin)
+    return _smem_optin[0]
+
+
 def require_capability(*features: str) -> DeviceProperties:
     """Device 0's properties, after NoGpuError without a usable GPU and CapabilityError (named `needs_<feature>`,
     e.g. "wgmma needs sm_90a; this is sm_120 (...)") for each of `features` (default: TMA) it lacks."""

@@ -123,6 +123,8 @@ _modules_lock = threading.Lock()
 def build_target(source) -> str:
     """The target `source` is built for on device 0 (drvtma.runtime.families: refused by a named capability rule
     on a GPU without what it needs)."""
+    if isinstance(source, str) and "\n" not in source and source.endswith(".cu"):
+        compiler.find_source(source)  # a missing kernel is the caller's ArgumentError, before any GPU work
     return families.build_target(source, device_capabilities())
 
 
