@@ -14,7 +14,7 @@ from .errors import (ArgumentError, BarrierTimeout, ClusterError, CudaError, Drv
 _LAZY = {
     "runtime": ("DeviceBuffer", "DeviceProperties", "Event", "Kernel", "LaunchConfig", "Module", "StatusBuffer",
                 "Stream", "compile_cubin", "context", "cu_dir", "device_properties", "elapsed_ms", "include_dir",
-                "load_module", "require_hopper", "synchronize"),
+                "load_module", "require_capability", "synchronize"),
     "tma": ("Interleave", "L2Promotion", "OobFill", "Swizzle", "TensorMap", "TensorMapSpec", "encode_tiled",
             "tma_dtype", "validate_all"),
 }
@@ -44,6 +44,6 @@ __all__ = [
     "Module", "NoGpuError",
     "NvrtcError", "OobFill", "RuleError", "StatusBuffer", "StoreStraddleWarning", "Stream", "Swizzle", "TensorMap",
     "TensorMapError", "TensorMapSpec", "TimedOutWait", "WgmmaError", "compile_cubin", "context", "cu_dir",
-    "device_properties", "elapsed_ms", "encode_tiled", "include_dir", "load_module", "require_hopper",
+    "device_properties", "elapsed_ms", "encode_tiled", "include_dir", "load_module", "require_capability",
     "synchronize", "tma_dtype", "validate_all"
 ]

@@ -11,7 +11,16 @@ class DrvtmaError(Exception):
 
 
 class NoGpuError(DrvtmaError):
-    """No CUDA driver, no device, or no Hopper device: GPU work cannot run here."""
+    """No CUDA driver, no device, or no device with what the work needs: GPU work cannot run here."""
+
+
+class CapabilityError(NoGpuError):
+    """The GPU (or the build target) lacks a feature the work needs: ``rule`` (``needs_wgmma``) and ``feature`` name
+    it, the message says which targets have it and what is unavailable (drvtma.runtime.capabilities)."""
+
+    def __init__(self, rule: str, feature: str, message: str):
+        self.rule, self.feature = rule, feature
+        super().__init__(message)
 
 
 class CudaError(DrvtmaError):

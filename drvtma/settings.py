@@ -67,6 +67,8 @@ KERNEL_LOG = Setting("DRVTMA_KERNEL_LOG", str, None, "none",
 CUBLAS_KERNEL_NAMES = Setting("DRVTMA_CUBLAS_KERNEL_NAMES", flag, True, "1",
                               "0: do not profile cuBLAS for its kernel names (a process that profiled once was "
                               "seen to crash at exit on the H200 image)")
+ARCH = Setting("DRVTMA_ARCH", str, None, "chosen per kernel family and GPU (drvtma.runtime.families)",
+               "build every kernel for this target (`compute_90`: PTX the driver JIT-compiles; `sm_90a`, `sm_120a`)")
 
 FUZZ_SEED = Setting("DRVTMA_FUZZ_SEED", int, 1, "1", "the seed of the GPU tests' random cases", True)
 FUZZ_SECONDS = Setting("DRVTMA_FUZZ_SECONDS", float, 3.0, "3", "seconds per campaign of tests/test_fuzz_gpu.py", True)

@@ -17,6 +17,7 @@ from bad_inputs import ApiCase
 import drvtma
 from drvtma import DeviceBuffer, TensorMapSpec, compile_cubin, encode_tiled, load_module
 from drvtma.cluster import Multicast, check_multicast
+from drvtma.runtime import capabilities
 from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, TensorMapError, UnknownNameError,
                            WgmmaError)
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
@@ -436,4 +437,8 @@ CASES: list[ApiCase] = [
     ApiCase("show-pattern-unknown", lambda: bank_report(draw_image(wgmma_spec()), "diagonal"), A, ("pattern",)),
     ApiCase("show-operand-c", lambda: overlay(draw_image(wgmma_spec()), "C"), A, ("wgmma", "C")),
     ApiCase("show-major-x", lambda: overlay(draw_image(wgmma_spec()), "B", "X"), W, ("major",)),
+    # ---- capabilities
+    ApiCase("capability-target-text", lambda: capabilities.parse_target("hopper"), A, ("target", "hopper")),
+    ApiCase("capability-unknown-feature", lambda: capabilities.require("warp_magic", capabilities.HOPPER), A,
+            ("feature", "warp_magic")),
 ]

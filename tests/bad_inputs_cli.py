@@ -52,6 +52,8 @@ CASES: list[CliCase] = [
     *_cases(("info",), [
         ("extra-argument", ("extra",), ("unrecognized", "extra")),
         ("unknown-option", ("--bogus",), ("--bogus",)),
+        ("target-no-arch", ("--target", "sm_7"), ("--target", "sm_7")),
+        ("target-and-table", ("--target", "sm_90a", "--table"), ("--table",)),
     ]),
     *_cases(("compile",), [
         ("missing-file", ("{missing}",), ("source", "no-such-file")),

@@ -23,7 +23,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def ctx(drvtma_ctx):
-    """The primary context of a Hopper GPU, or a skip that quotes why there is none (the plugin's drvtma_ctx)."""
+    """The primary context of a GPU with TMA, or a skip that quotes why there is none (the plugin's drvtma_ctx)."""
     return drvtma_ctx
 
 

@@ -340,7 +340,7 @@ def test_cli_without_gpu_fails_with_one_sentence():
     out = _run_cli("info")
     assert out.returncode == 3
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
-    assert "needs an NVIDIA Hopper GPU" in out.stderr
+    assert "needs an NVIDIA GPU with TMA" in out.stderr and "--target" in out.stderr
 
 
 def test_packer_takes_a_device_array_as_its_pointer_and_refuses_host_arrays():

@@ -368,10 +368,10 @@ def test_plugin_fixtures_skip_with_the_drivers_message_without_a_gpu(tmp_path):
                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     out = proc.stdout
     from drvtma.errors import NoGpuError
-    from drvtma.runtime.driver import require_hopper
+    from drvtma.runtime.driver import require_capability
 
     try:
-        require_hopper()
+        require_capability()
         has_gpu = True
     except NoGpuError as exc:
         has_gpu, why = False, str(exc)

@@ -29,7 +29,7 @@ from drvtma.runtime.figures import record_test as record
 
 from edge_timeouts import GEMM_SCRIPT, given_up_waits, run_edge_child
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma", "setmaxnreg")]
 
 SEED = settings.FUZZ_SEED.get()
 TYPES = [("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float16", "float16"), ("float16", "float32"),

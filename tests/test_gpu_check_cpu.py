@@ -154,3 +154,16 @@ def test_the_sanitizer_runs_before_the_tests_that_read_its_record():
     previous report."""
     names = [s["name"] for s in gpu_check.steps(False, workers=8)]
     assert names.index("sanitizer") < names.index("tests") < names.index("tests_timing")
+
+
+def test_portable_build_step_counts_its_junit(tmp_path):
+    assert "portable_build" in [s["name"] for s in gpu_check.steps(False, workers=4)]
+    loader = importlib.machinery.SourceFileLoader("portable_build", str(ROOT / "scripts" / "portable_build.py"))
+    spec = importlib.util.spec_from_loader("portable_build", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuite><testcase name="a"/><testcase name="b"><skipped/></testcase>'
+                     '<testcase name="c"><error/></testcase><testcase name="d"/></testsuite>')
+    assert mod.outcome_counts(junit) == {"passed": 2, "failed": 1, "skipped": 1}
+    assert mod.outcome_counts(tmp_path / "missing.xml")["failed"] == 1

@@ -26,7 +26,7 @@ from drvtma.tma.global_maps import POISON
 from drvtma.tma.replace import FIELDS, Edit, apply_all, apply_to_spec
 from drvtma.tma.spec import Interleave, Swizzle, TensorMapSpec
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODE_SPECS = settings.DECODE_SPECS.get()

@@ -16,7 +16,7 @@ from drvtma.tma.decode import fields
 from drvtma.tma.encode import encode_tiled
 from drvtma.tma.spec import TensorMapSpec
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]
 
 ROOT = Path(__file__).resolve().parents[1]
 POOL_BYTES = 16 << 20

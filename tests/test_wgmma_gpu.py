@@ -26,7 +26,7 @@ from drvtma.wgmma.probe import PROBE_NS, ProbeGroup, WgmmaProbe, check_case, pre
 
 from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma")]
 
 FUZZ_CASES = settings.FUZZ_WGMMA.get()
 SEED = settings.FUZZ_SEED.get()

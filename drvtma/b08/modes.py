@@ -13,10 +13,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..errors import LaunchError
-from ..runtime.driver import Resource
+from ..runtime.driver import Resource, smem_per_block_optin
 from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, check_tile_sums
 
-SMEM_PER_BLOCK_OPTIN = 227 * 1024  # H100/H200; the launch checks the device's own figure too
 STATIC_SMEM_RESERVE = 1024  # the ring kernels' barriers and alignment, next to the dynamic ring
 MAX_STAGES = 16  # kMaxStages in cu/b08/pipelines.cu
 MAX_N = 1 << 32  # the kernels mix a 32-bit element index into the checksums
@@ -136,9 +135,9 @@ class ModeConfig:
             raise LaunchError(f"{self.mode}: stages = {self.stages} must be in [1, {MAX_STAGES}]")
         if self.tiles_per_stage < 1:
             raise LaunchError(f"{self.mode}: tiles_per_stage must be >= 1, got {self.tiles_per_stage}")
-        if self.smem_bytes + STATIC_SMEM_RESERVE > SMEM_PER_BLOCK_OPTIN:
+        if self.smem_bytes + STATIC_SMEM_RESERVE > smem_per_block_optin():
             raise LaunchError(f"{self.mode}: a ring of {self.stages} x {self.tiles_per_stage} tiles needs "
-                              f"{self.smem_bytes} B of shared memory; a block has {SMEM_PER_BLOCK_OPTIN} B")
+                              f"{self.smem_bytes} B of shared memory; a block has {smem_per_block_optin()} B")
         if self.split not in ("thread", "warp"):
             raise LaunchError(f"split must be 'thread' or 'warp', got {self.split!r}")
         if self.split == "warp" and not self.spec.ring:

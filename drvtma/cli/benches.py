@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..runtime.driver import smem_per_block_optin
 from .parser import Parser, count, count_list, items, list_of, natural, out_dir
 
-SMEM_PER_BLOCK = 227 * 1024  # what a Hopper block can opt into
 
 
 def multicast_command(argv: list[str]) -> int:
@@ -35,8 +35,9 @@ def multicast_command(argv: list[str]) -> int:
         if (tile * 1024 // ROW_BYTES) % max(args.ks) or tile * 1024 % ROW_BYTES:
             p.error(f"--tile-kib: {tile} KiB tiles do not split into {max(args.ks)} slices of {ROW_BYTES}-byte rows; "
                     "give whole multiples of 2 KiB")
-        if args.stages * tile * 1024 + 1024 > SMEM_PER_BLOCK:
-            p.error(f"--tile-kib: {args.stages} stages of {tile} KiB exceed a block's {SMEM_PER_BLOCK >> 10} KiB of "
+        limit = smem_per_block_optin()  # the device's own figure (the Hopper row's without a GPU)
+        if args.stages * tile * 1024 + 1024 > limit:
+            p.error(f"--tile-kib: {args.stages} stages of {tile} KiB exceed a block's {limit >> 10} KiB of "
                     "shared memory; give smaller tiles or fewer --stages")
     result = run_multicast_bench(ks=args.ks, tile_kib=args.tile_kib, stages=args.stages, runs=args.runs,
                                  warmups=args.warmups, progress=None if args.quiet else sys.stderr)

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import ArgumentError, DrvtmaError, NoGpuError
-from .parser import USAGE, Entry, Parser, dispatch, listing
+from ..errors import ArgumentError, CapabilityError, DrvtmaError, NoGpuError
+from .parser import USAGE, Entry, dispatch, listing
 
 # subcommand -> what runs it (argv -> exit status, imported when run) and its one-line help
 COMMANDS = {
     "sweep": Entry("drvtma.cli.bench", "sweep_command",
                    "time ways of feeding shared memory (sync loads, bulk and tensor copies, pipelines, rings) "
-                   "against the compute per tile, as the B-08 TMA article does (needs a Hopper GPU)"),
+                   "against the compute per tile, as the B-08 TMA article does (needs a TMA GPU)"),
     "bench": Entry("drvtma.cli.bench", "bench_command",
                    "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
     "check": Entry("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
     "wgmma": Entry("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
     "compile": Entry("drvtma.cli.compile", "compile_command",
                      "compile a kernel file with NVRTC and list its TMA instructions, or --inspect a binary"),
-    "info": Entry("drvtma.cli.main", "info_command", "versions, device and driver"),
+    "info": Entry("drvtma.cli.info", "info_command", "versions, device and driver, and what the GPU offers"),
     "decode": Entry("drvtma.cli.decode", "decode_command",
                     "decode a tensor map's 128 bytes (hex) into its spec and address"),
     "fuzz": Entry("drvtma.cli.fuzz", "fuzz_command",
@@ -34,25 +34,12 @@ EXIT_CODES = """exit status:
   0  ok
   1  rules broken (a spec, descriptor or configuration breaks a named rule), a mismatch found, or a compile failed
   2  usage: a wrong option or value (one line on stderr names it and what would be right)
-  3  no usable GPU (no driver, no device, or not a Hopper) for a command that needs one"""
+  3  no usable GPU (no driver, no device, or one without what the command needs: the named rule says which)"""
 
 
 def _usage() -> str:
     return "\n".join(["usage: drvtma COMMAND [ARGS...]   (drvtma COMMAND --help)", "", "commands:",
                       *listing(COMMANDS, 8), "", EXIT_CODES])
-
-
-def info_command(argv: list[str]) -> int:
-    Parser(prog="drvtma info", description=COMMANDS["info"].help + " (needs the CUDA driver)").parse_args(argv)
-    from ..runtime import driver
-
-    for key, value in driver.versions().items():
-        print(f"{key}: {value}")
-    props = driver.device_properties()
-    print(f"device: {props.name}, sm_{props.compute_capability[0]}{props.compute_capability[1]}, "
-          f"{props.sm_count} SMs, L2 {props.l2_bytes >> 20} MiB, "
-          f"shared memory per block (opt-in) {props.smem_per_block_optin} B")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,8 +62,12 @@ def _run(name: str, argv: list[str]) -> int:
     except ArgumentError as exc:  # a wrong argument the API refused (a missing source, a bad size): usage
         print(f"drvtma {name}: {exc}", file=sys.stderr)
         return USAGE
+    except CapabilityError as exc:  # the GPU lacks a feature: the rule's own sentence says which
+        print(f"drvtma {name}: {exc}", file=sys.stderr)
+        return 3
     except NoGpuError as exc:
-        print(f"drvtma {name}: needs an NVIDIA Hopper GPU, and none is usable here ({exc}).", file=sys.stderr)
+        print(f"drvtma {name}: needs an NVIDIA GPU with TMA (sm_90 or newer), and none is usable here ({exc}).",
+              file=sys.stderr)
         return 3
     except DrvtmaError as exc:
         print(f"drvtma {name}: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import GemmError, as_int
+from ..runtime.capabilities import HOPPER
 from ..runtime.compiler import include_dir
 from ..tma.spec import Swizzle, TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
@@ -31,7 +32,7 @@ from ..wgmma.dtypes import M as WGMMA_M
 
 KERNEL_SOURCE = "gemm/gemm_ws.cu"
 KERNEL_NAME = "gemm_ws"
-SMEM_LIMIT = 232_448  # sm_90 opt-in shared memory per block
+SMEM_LIMIT = HOPPER.smem_per_block_optin  # the kernel is sm_90a only; a launch checks the device's own figure
 REGISTERS_PER_SM = 65_536
 ALIGN_SLACK = 1024  # the ring starts at the first 1024-byte boundary of dynamic shared memory
 EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C

@@ -6,7 +6,7 @@ Nothing in this room knows what a tensor map is; every other room builds on it.
 
 from .compiler import compile_cubin, cu_dir, find_source, include_dir
 from .driver import (DeviceBuffer, DeviceProperties, Event, ScratchBuffers, Stream, call, context,
-                     device_properties, elapsed_ms, require_hopper, synchronize, versions)
+                     device_properties, elapsed_ms, require_capability, synchronize, versions)
 from .kernel import Kernel, LaunchConfig, Module, load_module
 from .status import StatusBuffer, barrier_timeout
 from .timing import Timing, time_copy, time_launches
@@ -14,6 +14,6 @@ from .timing import Timing, time_copy, time_launches
 __all__ = [
     "DeviceBuffer", "DeviceProperties", "Event", "Kernel", "LaunchConfig", "Module", "ScratchBuffers",
     "StatusBuffer", "Stream", "Timing", "barrier_timeout", "call", "compile_cubin", "context", "cu_dir",
-    "device_properties", "elapsed_ms", "find_source", "include_dir", "load_module", "require_hopper", "synchronize",
+    "device_properties", "elapsed_ms", "find_source", "include_dir", "load_module", "require_capability", "synchronize",
     "time_copy", "time_launches", "versions"
 ]

@@ -145,8 +145,9 @@ def cache_key(text: bytes, name: str, options: tuple[str, ...], user_headers: st
 
 def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, options=(),
                   defines: dict | None = None, include_dirs=(), cache: bool = True) -> bytes:
-    """Compile CUDA C++ for `arch` and return the cubin; cached in memory and on disk by everything that matters,
-    the headers it includes from `include_dirs` (your -I folders) and from next to it included."""
+    """Compile CUDA C++ for `arch` and return the cubin (PTX text for a virtual `compute_XX` arch); cached in memory
+    and on disk by everything that matters: the target, and the headers it includes from `include_dirs` (your -I
+    folders) and from next to it."""
     name, text, src_dir = _resolve(source, name)
     dirs = includes.include_dirs(include_dirs)
     opts = build_options(arch, options, defines, dirs)
@@ -240,6 +241,11 @@ def _nvrtc_compile(text: bytes, name: str, options: tuple[str, ...]) -> bytes:
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(_format_failure(name, text, options, log_text), source_name=name, options=options,
                              log=log_text)
+        if any(o.startswith("-arch=compute_") for o in options):  # a virtual target: PTX, NUL-terminated
+            size = check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            ptx = bytearray(size)
+            check(nvrtc.nvrtcGetPTX(prog, ptx), "nvrtcGetPTX")
+            return bytes(ptx)
         size = check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
         cubin = bytearray(size)
         check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")

@@ -146,9 +146,7 @@ class DeviceProperties:
     def driver_version_str(self) -> str:
         return f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}"
 
-    @property
-    def is_hopper(self) -> bool:
-        return self.compute_capability == (9, 0)
+    cluster_launch: bool = True
 
 
 class Context:
@@ -196,6 +194,7 @@ class Context:
             memory_bus_bits=attr(a.CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
             total_memory=int(call(cu.cuDeviceTotalMem, self.device)),
             driver_version=int(call(cu.cuDriverGetVersion)),
+            cluster_launch=bool(attr(a.CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)),
         )
 
 
@@ -217,12 +216,43 @@ def device_properties() -> DeviceProperties:
     return context().properties
 
 
-def require_hopper() -> DeviceProperties:
-    """Raise NoGpuError unless device 0 is compute capability 9.0 (TMA with sm_90a kernels)."""
+def device_capabilities():
+    """What device 0 offers (`capabilities.Arch`): the table's row for its compute capability, the device's own
+    figures (SM count, shared memory per block with opt-in, cluster launch) in place of the table's."""
+    ctx = context()
+    row = getattr(ctx, "_capabilities", None)
+    if row is None:
+        from . import capabilities
+
+        row = ctx._capabilities = capabilities.for_device(ctx.properties)
+    return row
+
+
+_smem_optin: list[int] = []
+
+
+def smem_per_block_optin() -> int:
+    """Shared memory a block of device 0 can opt into; without a usable GPU, the Hopper row's documented figure (what
+    a CPU-side check assumes). Asked once per process: every limit on shared memory goes through here."""
+    if not _smem_optin:
+        from . import capabilities
+
+        try:
+            _smem_optin.append(device_properties().smem_per_block_optin)
+        except NoGpuError:
+            _smem_optin.append(capabilities.HOPPER.smem_per_block_optin)
+    return _smem_optin[0]
+
+
+def require_capability(*features: str) -> DeviceProperties:
+    """Device 0's properties, after NoGpuError without a usable GPU and CapabilityError (named `needs_<feature>`,
+    e.g. "wgmma needs sm_90a; this is sm_120 (...)") for each of `features` (default: TMA) it lacks."""
+    from . import capabilities
+
     props = device_properties()
-    if not props.is_hopper:
-        major, minor = props.compute_capability
-        raise NoGpuError(f"{props.name} is sm_{major}{minor}; drvtma's kernels are built for Hopper (sm_90a)")
+    row = device_capabilities()
+    for feature in features or ("tma",):
+        capabilities.require(feature, row)
     return props
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cluster_launch, compiler, images
-from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error
+from . import cluster_launch, compiler, families, images
+from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 from .. import settings
 from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
@@ -61,30 +61,48 @@ class LaunchConfig:
 
 
 class Module(Resource):
-    """A loaded cubin, fatbin or PTX (cuLibraryLoadData; the driver JIT-compiles PTX). Kernels taken from it keep
-    it alive. `params`: {kernel: [size, ...]} for kernels whose binary records no layout (images.declared_layout)."""
+    """A loaded image (cuLibraryLoadData): a cubin, a fatbin, or PTX the driver JIT-compiles. `image` is what the
+    driver gets; `cubin` is what parameter layouts are read from (for drvtma's portable PTX builds, the same source
+    built as SASS). `params`: {kernel: [size, ...]} for kernels whose binary records no layout
+    (images.declared_layout). Kernels taken from it keep it alive."""
 
-    def __init__(self, cubin: bytes, name: str = "<cubin>", *, params=None):
+    def __init__(self, cubin: bytes, name: str = "<cubin>", *, image: bytes | None = None, target: str = "",
+                 params=None):
+        self.image = cubin if image is None else image
         self.kind = images.image_kind(cubin) or "cubin"
         self.declared = images.declared_layout(params)
         context()
         self.name = name
         self.cubin = cubin
+        self.target = target
         # the driver reads PTX as C text, up to its NUL
-        image = cubin + b"\0" if self.kind == "ptx" and not cubin.endswith(b"\0") else cubin
-        self.handle = call(cu.cuLibraryLoadData, image, None, None, 0, None, None, 0)
+        ptx = images.image_kind(self.image) == "ptx"
+        data = self.image + b"\0" if ptx and not self.image.endswith(b"\0") else self.image
+        self.handle = call(cu.cuLibraryLoadData, data, None, None, 0, None, None, 0)
         self._own(cu.cuLibraryUnload, self.handle)
         self._kernels: dict[str, Kernel] = {}
 
+    @property
+    def from_ptx(self) -> bool:
+        """True when the driver was handed PTX, so its JIT compiled what runs."""
+        return images.image_kind(self.image) == "ptx"
+
     @classmethod
-    def load(cls, source, *, options=(), defines=None, name=None, include_dirs=(), params=None) -> Module:
-        """Compile CUDA C++ (a file here or under cu/, or text), or load a cubin / fatbin / PTX (a file or bytes)."""
+    def load(cls, source, *, options=(), defines=None, name=None, include_dirs=(), params=None,
+             target: str | None = None) -> Module:
+        """Load a cubin / fatbin / PTX (a file or bytes), or compile CUDA C++ (a file here or under cu/, or text) for
+        `target` (default: `families.build_target`, after its capability checks) and load it."""
         built = images.read_image(source)
         if built is not None:
             return cls(built[1], name=str(name or built[2])[:80], params=params)
-        cubin = compiler.compile_cubin(source, name=name, options=options, defines=defines, include_dirs=include_dirs)
-        return cls(cubin, name=str(name or source if not isinstance(source, bytes) else "<source>")[:80],
-                   params=params)
+        target = target or build_target(source)
+        build = dict(name=name, options=options, defines=defines, include_dirs=include_dirs)
+        image = compiler.compile_cubin(source, arch=target, **build)
+        cubin = image
+        if target.startswith("compute_"):  # PTX has no parameter records: the same source as SASS has them
+            cubin = compiler.compile_cubin(source, arch="sm_" + target[len("compute_"):], **build)
+        label = str(name or source if not isinstance(source, bytes) else "<source>")[:80]
+        return cls(cubin, name=label, image=image, target=target, params=params)
 
     def kernel(self, name: str) -> Kernel:
         if name not in self._kernels:
@@ -117,20 +135,29 @@ _modules: dict[tuple, Module] = {}
 _modules_lock = threading.Lock()
 
 
+def build_target(source) -> str:
+    """The target `source` is built for on device 0 (drvtma.runtime.families: refused by a named capability rule
+    on a GPU without what it needs)."""
+    if isinstance(source, str) and "\n" not in source and source.endswith(".cu"):
+        compiler.find_source(source)  # a missing kernel is the caller's ArgumentError, before any GPU work
+    return families.build_target(source, device_capabilities())
+
+
 def load_module(source, *, options=(), defines=None, include_dirs=(), params=None) -> Module:
-    """Module.load, cached per process by source and build settings (a binary by its bytes' hash, a file by its
-    absolute path: the same name from another directory is another file)."""
+    """Module.load, cached per process by source, build settings and target (a binary by its bytes' hash, a file by
+    its absolute path: the same name from another directory is another file)."""
     if isinstance(source, (bytes, bytearray, memoryview)):
         what = hashlib.sha256(source).hexdigest()
     else:
         what = str(Path(source).resolve()) if isinstance(source, (str, Path)) and "\n" not in str(source) \
             and Path(source).is_file() else str(source)
-    key = (what, tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params))
+    target = None if images.read_image(source) is not None else build_target(source)
+    key = (what, tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params), target)
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None or mod.closed:
             mod = _modules[key] = Module.load(source, options=options, defines=defines, include_dirs=include_dirs,
-                                              params=params)
+                                              params=params, target=target)
         return mod
 
 

@@ -1,8 +1,10 @@
 """drvtma's pytest plugin (entry point ``pytest11``; or ``pytest_plugins = ["drvtma.testing.plugin"]``).
 
-- the ``gpu`` marker: a test marked ``@pytest.mark.gpu`` goes through ``drvtma_ctx``, so without a Hopper GPU it
+- the ``gpu`` marker: a test marked ``@pytest.mark.gpu`` goes through ``drvtma_ctx``, so without a TMA GPU it
   is skipped with the driver's own message, never failed;
-- ``drvtma_ctx`` (session): the primary context of a Hopper GPU, or that skip;
+- the ``needs`` marker: ``@pytest.mark.needs("wgmma")`` skips, with the capability's named sentence ("wgmma needs
+  sm_90a; this is sm_120 (...)"), on a GPU or a forced ``DRVTMA_ARCH`` build target without the feature;
+- ``drvtma_ctx`` (session): the primary context of a GPU with TMA (compute capability 9.0 or newer), or that skip;
 - ``tma_probe`` (session): a `drvtma.tma.probe.LoadProbe` (the batched load probe), closed at the end;
 - hypothesis profiles ``drvtma-ci`` (no deadline: first calls compile kernels) and ``drvtma-gpu-long`` (2000
   examples), loaded when ``DRVTMA_HYPOTHESIS_PROFILE`` names one (``ci`` and ``gpu-long`` work too), or with
@@ -23,7 +25,9 @@ from ..errors import DrvtmaError
 from .optional import hypothesis
 
 PROFILES = {"ci": "drvtma-ci", "gpu-long": "drvtma-gpu-long"}
-GPU_MARKER = "gpu: needs an NVIDIA Hopper GPU (skipped with the driver's own message when there is none)"
+GPU_MARKER = "gpu: needs an NVIDIA GPU with TMA (skipped with the driver's own message when there is none)"
+NEEDS_MARKER = ("needs(*features): GPU capabilities the test uses (drvtma.runtime.capabilities.FEATURES); skipped "
+                "with the named rule on a GPU or DRVTMA_ARCH target without them")
 
 
 def register_profiles() -> None:
@@ -52,6 +56,7 @@ def load_profile(name: str | None = None) -> str | None:
 @pytest.hookimpl(tryfirst=True)  # before hypothesis' own plugin, which loads --hypothesis-profile
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", GPU_MARKER)
+    config.addinivalue_line("markers", NEEDS_MARKER)
     try:
         if settings.HYPOTHESIS_PROFILE.get():
             load_profile()
@@ -62,16 +67,31 @@ def pytest_configure(config) -> None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def hopper_context():
-    """The primary context of a Hopper GPU; pytest.skip quoting the driver when there is none."""
+def tma_context():
+    """The primary context of a GPU with TMA; pytest.skip quoting the driver (or the capability rule) otherwise."""
     from ..errors import NoGpuError
-    from ..runtime.driver import context, require_hopper
+    from ..runtime.driver import context, require_capability
 
     try:
-        require_hopper()
+        require_capability("tma")
     except NoGpuError as exc:
         pytest.skip(str(exc))
     return context()
+
+
+def skip_unless(*features: str) -> None:
+    """pytest.skip with the capability's named sentence unless device 0, and the DRVTMA_ARCH build target when one
+    is forced, offer every one of `features`."""
+    from ..errors import CapabilityError
+    from ..runtime import capabilities
+    from ..runtime.driver import device_capabilities
+
+    row = device_capabilities()
+    try:
+        for feature in features:
+            capabilities.require(feature, row, build=settings.ARCH.get() or "")
+    except CapabilityError as exc:
+        pytest.skip(str(exc))
 
 
 @contextlib.contextmanager
@@ -89,8 +109,8 @@ def random_device_bytes(nbytes: int, seed: int):
 
 @pytest.fixture(scope="session")
 def drvtma_ctx():
-    """The primary context of a Hopper GPU, or a skip that quotes why there is none."""
-    return hopper_context()
+    """The primary context of a GPU with TMA, or a skip that quotes why there is none."""
+    return tma_context()
 
 
 @pytest.fixture(scope="session")
@@ -108,3 +128,13 @@ def _drvtma_gpu_marker(request):
     """A test marked gpu always goes through drvtma_ctx, so it is skipped (never failed) without a GPU."""
     if request.node.get_closest_marker("gpu") is not None:
         request.getfixturevalue("drvtma_ctx")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    """A test marked needs(...) is skipped before any of its fixtures is made (a module fixture that loads a wgmma
+    kernel would fail, not skip), without a GPU or without those capabilities."""
+    needs = [f for m in item.iter_markers("needs") for f in m.args]
+    if needs:
+        tma_context()
+        skip_unless(*needs)

@@ -27,6 +27,7 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import TensorMapError, address, as_int, as_ints, is_int
+from ..runtime.capabilities import HOPPER
 from .dtypes import TmaDtype, tma_dtype
 
 MAX_RANK = 5
@@ -34,8 +35,9 @@ MAX_DIM = 1 << 32
 MAX_STRIDE_BYTES = 1 << 40  # exclusive
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
-# H100/H200 opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget).
-SMEM_PER_BLOCK_OPTIN_SM90 = 227 * 1024
+# H100/H200 opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget);
+# the capability table's Hopper figure (a rule's default; pass smem_limit=driver.smem_per_block_optin() elsewhere).
+SMEM_PER_BLOCK_OPTIN_SM90 = HOPPER.smem_per_block_optin
 # The driver's own limit on one box: prod(ceil(box[k] / elementStrides[k])) * elemsize over every dimension, dim 0
 # included, padding not counted. uint8 boxes of 233,472 B (228 KiB) were accepted and 233,520 B refused on the H200
 # (driver 580.159.04) [seen]; tests/test_probe_gpu.py pins both points.
