@@ -35,6 +35,8 @@ BUILTIN_TARGETS = {
     "loads": "drvtma.fuzz.loads:LOADS",
     "stores": "drvtma.fuzz.stores:STORES",
     "reductions": "drvtma.fuzz.stores:REDUCTIONS",
+    "im2col": "drvtma.fuzz.im2col:IM2COL",
+    "im2col_encode": "drvtma.fuzz.im2col:IM2COL_ENCODE",
 }
 ENTRY_POINT_GROUP = "drvtma.fuzz_targets"
 
