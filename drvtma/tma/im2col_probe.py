@@ -31,13 +31,18 @@ class Im2colProbe(Resource):
         self.scratch = ScratchBuffers(minimum=1 << 16)
 
     def run(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
-            poison: int = POISON) -> np.ndarray:
+            poison: int = POISON, checked: bool = True) -> np.ndarray:
         """(L, image_bytes) uint8 images of loads at `coords` (L x rank) with `offsets` (L x rank - 2, or one row
-        for all), NumPy order, checked by the oracle's rules before the launch."""
+        for all), NumPy order, checked by the oracle's rules before the launch (``checked=False``: not, for the
+        hazard tests, which run it in a child process)."""
         spec = tmap.spec
         if not isinstance(spec, Im2colSpec):
             raise ValueError("the im2col probe needs a TensorMap encoded from an Im2colSpec (encode_im2col)")
-        c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
+        if checked:
+            c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
+        else:
+            c = np.asarray(coords, dtype=np.int64).reshape(-1, spec.rank)
+            o = np.broadcast_to(np.asarray(offsets, dtype=np.int64).reshape(-1, spec.rank - 2), (len(c), spec.rank - 2))
         if box_offset % oracle.SMEM_DST_ALIGNMENT:
             raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
         image_bytes = oracle.im2col_image_bytes(spec, box_offset) if image_bytes is None else image_bytes

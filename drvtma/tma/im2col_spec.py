@@ -13,7 +13,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ..errors import TensorMapError, address, as_ints
+from ..errors import TensorMapError, address, as_int, as_ints
 from .dtypes import TmaDtype, tma_dtype
 from .spec import (SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle, _enum_value, _flag,
                    contiguous_strides_bytes, to_tma_order)
@@ -85,8 +85,8 @@ class Im2colSpec:
         put(self, "dtype", tma_dtype(self.dtype))
         for name in ("shape", "strides_bytes", "lower_corner", "upper_corner"):
             put(self, name, _ints(getattr(self, name), name))
-        put(self, "channels_per_pixel", _ints([self.channels_per_pixel], "channels_per_pixel")[0])
-        put(self, "pixels_per_column", _ints([self.pixels_per_column], "pixels_per_column")[0])
+        for name in ("channels_per_pixel", "pixels_per_column"):
+            put(self, name, as_int(getattr(self, name), name, error=TensorMapError, rule="type"))
         es = (1,) * len(self.shape) if self.element_strides is None else self.element_strides
         put(self, "element_strides", _ints(es, "element_strides"))
         put(self, "interleave", _enum_value(self.interleave, Interleave, "interleave"))
