@@ -128,7 +128,7 @@ def test_a_filter_base_outside_the_bounding_box(ctx):
 
 def test_im2col_fuzz(ctx):
     target = get_target("im2col")
-    result = run_campaign(target, target.configure(), seed=SEED, examples=FUZZ_LOADS // 30)
+    result = run_campaign(target, target.configure(), seed=SEED, examples=FUZZ_LOADS // 30, shrink=False)
     labels = {}
     for key in result.by_label:
         kind, _, value = key.partition("=")
@@ -143,7 +143,7 @@ def test_im2col_fuzz(ctx):
 
 def test_im2col_encode_fuzz(ctx):
     target = get_target("im2col_encode")
-    result = run_campaign(target, target.configure(), seed=SEED, examples=ENCODE_SPECS)
+    result = run_campaign(target, target.configure(), seed=SEED, examples=ENCODE_SPECS, shrink=False)
     details = "\n".join(f.outcome.detail for f in result.failures[:10])
     record("im2col_encode_fuzz", specs=result.cases, disagreements=result.mismatches)
     assert result.mismatches == 0, f"{result.mismatches} of {result.cases} specs disagree:\n{details}"
