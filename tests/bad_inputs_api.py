@@ -27,6 +27,10 @@ from drvtma.runtime.cluster_launch import check_cluster_shape
 from drvtma.tma import decode as D
 from drvtma.tma import replace as R
 from drvtma.tma import stores as S
+from drvtma.tma.im2col_encode import encode_im2col
+from drvtma.tma.im2col_oracle import check_im2col_coordinates as im2col_coordinates
+from drvtma.tma.im2col_rules import validate_im2col
+from drvtma.tma.im2col_spec import Im2colSpec
 from drvtma.tma.oracle import check_load_coordinates
 from drvtma.testing import RngChooser, break_rule, build_coordinates, build_valid_spec, special_float_bits
 from drvtma.wgmma import SmemDescriptor, check_descriptor, check_operands, check_shape, descriptor_for, spec_for_tile
@@ -63,6 +67,13 @@ def cai(**fields):
 
 def rng():
     return RngChooser(np.random.default_rng(0))
+
+
+def im2col(**changes) -> Im2colSpec:
+    fields = dict(dtype="float16", shape=(2, 8, 8, 16), lower_corner=(-1, -1), upper_corner=(-1, -1),
+                  channels_per_pixel=16, pixels_per_column=8)
+    fields.update(changes)
+    return Im2colSpec.create(**fields)
 
 
 class _Named(Target):
@@ -441,4 +452,21 @@ CASES: list[ApiCase] = [
     ApiCase("capability-target-text", lambda: capabilities.parse_target("hopper"), A, ("target", "hopper")),
     ApiCase("capability-unknown-feature", lambda: capabilities.require("warp_magic", capabilities.HOPPER), A,
             ("feature", "warp_magic")),
+    # ---- im2col maps
+    ApiCase("im2col-channels-float", lambda: im2col(channels_per_pixel=1.5), T, ("channels_per_pixel", "1.5")),
+    ApiCase("im2col-corner-text", lambda: im2col(lower_corner="ab"), T, ("lower_corner",)),
+    ApiCase("im2col-json-missing", lambda: Im2colSpec.from_dict({"dtype": "f16"}), T, ("shape",)),
+    ApiCase("im2col-json-unknown", lambda: Im2colSpec.from_dict({"box": [1]}), T, ("box",)),
+    ApiCase("im2col-json-text", lambda: Im2colSpec.from_json("{nope"), T, ("json",)),
+    ApiCase("im2col-validate-rank", lambda: im2col(shape=(8, 16), lower_corner=(), upper_corner=()).validate(), T,
+            ("rank", "shape")),
+    ApiCase("im2col-validate-box", lambda: im2col(upper_corner=(-9, 0)).validate(), T, ("box_empty", "upper_corner")),
+    ApiCase("im2col-validate-spec-type", lambda: validate_im2col(spec()), T, ("spec", "Im2colSpec")),
+    ApiCase("im2col-encode-spec-type", lambda: encode_im2col(spec()), T, ("spec", "Im2colSpec")),
+    ApiCase("im2col-base-outside", lambda: im2col_coordinates(im2col(), [(0, 7, 0, 0)], [(0, 0)]), T,
+            ("base_outside_box", "coordinates")),
+    ApiCase("im2col-offset-range", lambda: im2col_coordinates(im2col(), [(0, 0, 0, 0)], [(0, 256)]), T,
+            ("offset_range", "offsets")),
+    ApiCase("im2col-offsets-count", lambda: im2col_coordinates(im2col(), [(0, 0, 0, 0)] * 2, [(0, 0)] * 3), T,
+            ("offsets",)),
 ]

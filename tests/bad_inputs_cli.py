@@ -152,6 +152,21 @@ CASES: list[CliCase] = [
         ("rule-negative-shape", ("--dtype", "f32", "--shape=-4,250", "--box", "2,32"), ("rule", "dim_range"), 1),
         ("rule-json-file", ("--json", "{spec_broken_json}"), ("rule", "box_range"), 1),
     ]),
+    *_cases(("check", "--im2col", "--dtype", "f16", "--shape", "2,8,8,16", "--lower-corner=-1,-1",
+             "--upper-corner=-1,-1", "--channels-per-pixel", "16"), [
+        ("im2col-no-pixels", (), ("pixels_per_column", "--pixels-per-column")),
+        ("im2col-pixels-two", ("--pixels-per-column", "8,8"), ("--pixels-per-column", "one integer")),
+        ("im2col-pixels-text", ("--pixels-per-column", "many"), ("--pixels-per-column", "many")),
+        ("im2col-with-box", ("--pixels-per-column", "8", "--box", "4"), ("--box", "no box")),
+        ("im2col-corner-text", ("--pixels-per-column", "8", "--lower-corner", "a,b"), ("--lower-corner", "a,b")),
+        ("im2col-rule-pixels", ("--pixels-per-column", "2000"), ("rule", "pixels_range"), 1),
+        ("im2col-rule-corner", ("--pixels-per-column", "8", "--lower-corner=-200,0"), ("rule", "corner_range"), 1),
+        ("im2col-rule-box-empty", ("--pixels-per-column", "8", "--upper-corner=-9,0"), ("rule", "box_empty"), 1),
+    ]),
+    *_cases(("check",), [
+        ("im2col-flag-without-im2col", ("--dtype", "f32", "--shape", "64", "--box", "16", "--pixels-per-column", "8"),
+         ("--pixels-per-column", "--im2col")),
+    ]),
     *_cases(("wgmma",), [
         ("tile-one-number", ("--tile", "128"), ("--tile", "128", "MNxK")),
         ("tile-letters", ("--tile", "axb"), ("--tile", "axb")),

@@ -12,7 +12,10 @@ from ..errors import CudaError, DrvtmaError
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
 from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from ..tma.encode import encode_tiled
+from ..tma.im2col_encode import encode_im2col
+from ..tma.im2col_rules import validate_im2col
 from ..tma.rules import validate_all
+from .check_im2col import im2col_spec, tiled_only
 from .parser import Parser, address, list_of
 
 
@@ -37,6 +40,9 @@ examples:
   drvtma check --json '{{"dtype": "float16", "shape": [64, 64], "box": [64, 64], "swizzle": "128B"}}'
   drvtma check --json spec.json --print-json
   drvtma check --dtype u8 --shape 256 --box 128 --encode        (encodes it on a GPU)
+  drvtma check --im2col --dtype bf16 --shape 32,56,56,64 --lower-corner=-1,-1 --upper-corner=-1,-1 \
+               --channels-per-pixel 64 --pixels-per-column 128 --swizzle 128B
+               (an im2col map, NumPy order N, [D, [H,]] W, C; corners D, H, W; give negative lists with =)
 
 exit status: 0 valid, 1 rules broken (listed) or the driver refused it, 2 usage, 3 --encode without a usable GPU"""
 
@@ -81,6 +87,12 @@ def _parser() -> Parser:
         prog="drvtma check", description="Describe, validate and (on a GPU) encode a tiled tensor map. Axes are "
         "in NumPy order (outermost first); needs no GPU unless --encode.", epilog=accepted_values())
     add_map_options(p)
+    im2col = p.add_argument_group("im2col maps (--im2col; no --box)")
+    im2col.add_argument("--im2col", action="store_true", help="an im2col map (cuTensorMapEncodeIm2col)")
+    im2col.add_argument("--lower-corner", type=_ints, help="bounding-box lower corner per spatial axis (D, H, W)")
+    im2col.add_argument("--upper-corner", type=_ints, help="bounding-box upper corner per spatial axis (D, H, W)")
+    im2col.add_argument("--channels-per-pixel", type=_ints, help="channels one load brings per pixel")
+    im2col.add_argument("--pixels-per-column", type=_ints, help="pixels one load brings")
     p.add_argument("--encode", action="store_true", help="also encode it on the GPU (a scratch buffer is "
                    "allocated when no --address is given)")
     p.add_argument("--print-json", action="store_true", help="print the normalised spec as JSON")
@@ -144,6 +156,8 @@ def spec_from_args(args) -> TensorMapSpec:
         if name in given:
             fields.pop(other, None)
     fields.update(given)
+    if getattr(args, "im2col", False):  # `drvtma check` only; `drvtma show` draws tiled maps
+        return im2col_spec(fields, args)
     for key in ("dtype", "shape", "box"):
         if fields.get(key) is None:
             raise ValueError(f"{key}: the spec needs one; give --{key} (or {key!r} in --json)")
@@ -166,6 +180,8 @@ def check_command(argv: list[str]) -> int:
     """0: valid (and encoded with --encode); 1: rules broken or the driver refused; 2: bad arguments."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if tiled_only(args):
+        parser.error(tiled_only(args))
     if args.map is not None:
         return _check_map(parser, args, argv)
     try:
@@ -175,7 +191,7 @@ def check_command(argv: list[str]) -> int:
     print(spec.describe())
     if args.print_json:
         print(json.dumps(spec.to_dict()))
-    errors = validate_all(spec)
+    errors = validate_im2col(spec) if args.im2col else validate_all(spec)
     if errors:
         print(f"\n{len(errors)} rule(s) broken:")
         for e in errors:
@@ -190,13 +206,14 @@ def check_command(argv: list[str]) -> int:
     if not args.encode:
         return 0
     try:
+        encode = encode_im2col if args.im2col else encode_tiled
         if spec.base_address is not None:
-            tmap = encode_tiled(spec)
+            tmap = encode(spec)
         else:
             from ..runtime.driver import DeviceBuffer
 
             scratch = DeviceBuffer(max(spec.extent_bytes, 16))
-            tmap = encode_tiled(spec, scratch)
+            tmap = encode(spec, scratch)
     except CudaError as exc:
         print(f"\nthe driver refused it: {exc}")
         return 1

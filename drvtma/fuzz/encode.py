@@ -21,7 +21,17 @@ BUFFER_BYTES = 2 * ADDRESS_WINDOW
 
 
 class EncodeSession(Session):
-    """A real allocation (unless fake) whose addresses the maps take, so address rules are what the driver sees."""
+    """A real allocation (unless fake) whose addresses the maps take, so address rules are what the driver sees.
+    `validate`, `should_accept` and `encode` are the validator and the driver call (im2col maps swap them)."""
+
+    validate = staticmethod(validate_all)
+    should_accept = staticmethod(driver_should_accept)
+
+    @staticmethod
+    def encode(spec, address: int) -> None:
+        from ..tma.encode import encode_unchecked
+
+        encode_unchecked(spec.tma_params(), address)
 
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
@@ -32,19 +42,17 @@ class EncodeSession(Session):
             self.buffer = self.own(DeviceBuffer(BUFFER_BYTES))
 
     def check_one(self, spec: TensorMapSpec) -> Outcome:
-        from ..tma.encode import encode_unchecked
-
         t0 = time.perf_counter()
-        errors = validate_all(spec)
+        errors = self.validate(spec)
         rules = sorted({e.rule for e in errors})
-        expected = driver_should_accept(errors)
+        expected = self.should_accept(errors)
         t1 = time.perf_counter()
         if self.fake:
             accepted, why = expected, ""
         else:
             address = self.buffer.ptr + ((spec.base_address or ADDRESS_BASE) - ADDRESS_BASE) % ADDRESS_WINDOW
             try:
-                encode_unchecked(spec.tma_params(), address)
+                self.encode(spec, address)
                 accepted, why = True, ""
             except CudaError as exc:
                 accepted, why = False, exc.name

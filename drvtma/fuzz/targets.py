@@ -38,6 +38,8 @@ BUILTIN_TARGETS = {
     "kernel-loads": "drvtma.fuzz.user:KERNEL_LOADS",
     "kernel-stores": "drvtma.fuzz.user:KERNEL_STORES",
     "kernel-reductions": "drvtma.fuzz.user:KERNEL_REDUCTIONS",
+    "im2col": "drvtma.fuzz.im2col:IM2COL",
+    "im2col_encode": "drvtma.fuzz.im2col:IM2COL_ENCODE",
 }
 ENTRY_POINT_GROUP = "drvtma.fuzz_targets"
 

@@ -8,6 +8,8 @@
 - `decode`: the 128 bytes back to (spec, address) (`decode.decode`, and `encode_bytes` on the host); `replace`: the
   host model of every `tensormap.replace` edit; `global_maps`: maps in global / `__constant__` memory and edits made
   on the device; `descriptor_bench`: what each way of passing a map costs (`drvtma bench descriptors`).
+- im2col maps (docs/im2col.md): `im2col_spec` (`Im2colSpec`), `im2col_rules` (`IM2COL_RULES`), `im2col_encode`,
+  `im2col_oracle` (one load's shared-memory image), `im2col_probe` (the batched GPU probe).
 """
 
 from .dtypes import ALL_DTYPES, TmaDtype, tma_dtype

@@ -72,6 +72,45 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, int 
     }
 }
 
+// ---- im2col tensor loads (maps from cuTensorMapEncodeIm2col). Coordinates dim 0 first: c, w, (h), (d), n; the
+// spatial ones are the filter base (inside the map's bounding box). Offsets are unsigned 16-bit, W first:
+// rank 3 0..65535, rank 4 0..255, rank 5 0..31. One load brings pixelsPerColumn x channelsPerPixel elements.
+typedef unsigned short u16;
+__device__ __forceinline__ void tma_load_im2col_3d(void* dst, const CUtensorMap* map, int c, int w, int n, u16 ow,
+                                                   u64* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4}], [%5], {%6};"
+        ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c), "r"(w), "r"(n), "r"(smem_u32(bar)), "h"(ow) : "memory");
+}
+__device__ __forceinline__ void tma_load_im2col_4d(void* dst, const CUtensorMap* map, int c, int w, int h, int n,
+                                                   u16 ow, u16 oh, u64* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};"
+        ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c), "r"(w), "r"(h), "r"(n), "r"(smem_u32(bar)), "h"(ow),
+          "h"(oh) : "memory");
+}
+__device__ __forceinline__ void tma_load_im2col_5d(void* dst, const CUtensorMap* map, int c, int w, int h, int d,
+                                                   int n, u16 ow, u16 oh, u16 od, u64* bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.5d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+        " [%0], [%1, {%2, %3, %4, %5, %6}], [%7], {%8, %9, %10};"
+        ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c), "r"(w), "r"(h), "r"(d), "r"(n), "r"(smem_u32(bar)),
+          "h"(ow), "h"(oh), "h"(od) : "memory");
+}
+// Rank chosen at run time (probes): c holds `rank` coordinates (dim 0 first), off rank - 2 offsets (W first).
+__device__ __forceinline__ void tma_load_im2col(void* dst, const CUtensorMap* map, int rank, const int* c,
+                                                const int* off, u64* bar) {
+    switch (rank) {
+        case 3: tma_load_im2col_3d(dst, map, c[0], c[1], c[2], (u16)off[0], bar); break;
+        case 4: tma_load_im2col_4d(dst, map, c[0], c[1], c[2], c[3], (u16)off[0], (u16)off[1], bar); break;
+        default:
+            tma_load_im2col_5d(dst, map, c[0], c[1], c[2], c[3], c[4], (u16)off[0], (u16)off[1], (u16)off[2], bar);
+            break;
+    }
+}
+
 // ---- tiled tensor stores and reductions (bulk-group completion). Any negative coordinate faults.
 #define DRVTMA_COORDS_1 "{%2}"
 #define DRVTMA_COORDS_2 "{%2, %3}"

@@ -12,11 +12,10 @@ __device__ __forceinline__ void load_coords(const int* coords, int c[5]) {
 // `rank` and coords[5], dim 0 first; `tx` bytes expected) and copy the image to this block's slot of `images`
 // ([gridDim.x][image_bytes / 4]). Every thread of the block calls it, with `bar` freshly initialised (one arrival).
 // Returns the block's one answer: false when any thread's wait timed out (recorded in `status`, where = the block).
-__device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank, const int* coords, u32 box_offset,
-                                               u32 image_bytes, u32 tx, u32 poison, u32* image, u32* images,
-                                               u64* bar, DrvtmaStatus* status) {
-    int c[5];
-    load_coords(coords, c);
+// `issue(dst)` starts the copy into `dst` (thread 0 only, after arming the barrier): any TMA load mode.
+template <class Issue>
+__device__ __forceinline__ bool load_one_image_by(Issue issue, u32 box_offset, u32 image_bytes, u32 tx, u32 poison,
+                                                  u32* image, u32* images, u64* bar, DrvtmaStatus* status) {
     const u32 words = image_bytes / 4;
     for (u32 i = threadIdx.x; i < words; i += blockDim.x) image[i] = poison;
     // The poison is written by the generic proxy, the box by the async proxy: order them, or a late poison store
@@ -25,7 +24,7 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
     __syncthreads();
     if (threadIdx.x == 0) {
         mbar_arrive_expect_tx(bar, tx);
-        tma_load(reinterpret_cast<unsigned char*>(image) + box_offset, map, rank, c, bar);
+        issue(reinterpret_cast<unsigned char*>(image) + box_offset);
     }
     // a thread whose wait timed out copies a stale image and meets the others at the barrier, which is the vote:
     // the block returns false as one (mbarrier.cuh, uniform timeouts)
@@ -33,4 +32,14 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
     u32* out = images + static_cast<size_t>(blockIdx.x) * words;
     for (u32 i = threadIdx.x; i < words; i += blockDim.x) out[i] = image[i];
     return !__syncthreads_or(!waited);
+}
+
+// A tiled box at coords (5 ints, dim 0 first).
+__device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank, const int* coords, u32 box_offset,
+                                               u32 image_bytes, u32 tx, u32 poison, u32* image, u32* images,
+                                               u64* bar, DrvtmaStatus* status) {
+    int c[5];
+    load_coords(coords, c);
+    return load_one_image_by([&](void* dst) { tma_load(dst, map, rank, c, bar); }, box_offset, image_bytes, tx,
+                             poison, image, images, bar, status);
 }

@@ -1,0 +1,143 @@
+"""The im2col fuzz targets: `im2col_encode` (IM2COL_RULES against cuTensorMapEncodeIm2col, edge specs from
+`testing.im2col.build_edge_im2col_spec`) and `im2col` (im2col loads on the GPU, byte for byte against
+`tma.im2col_oracle`; one case = one map over the session's pool of random bytes, many loads)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..tma import im2col_oracle as oracle
+from ..tma.im2col_rules import im2col_driver_should_accept, validate_im2col
+from ..tma.im2col_spec import Im2colSpec
+from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
+from .encode import EncodeSession, EncodeTarget
+from .targets import Outcome, Session, Target, spec_labels
+
+POOL_SEED = 3
+POOL_BYTES = 16 << 20
+MAX_LOADS = 64
+
+
+def _no_spec(spec) -> None:
+    if spec is not None:
+        raise ValueError("the im2col targets draw their own im2col specs; --spec takes a tiled map")
+
+
+class Im2colEncodeSession(EncodeSession):
+    validate = staticmethod(validate_im2col)
+    should_accept = staticmethod(im2col_driver_should_accept)
+
+    @staticmethod
+    def encode(spec: Im2colSpec, address: int) -> None:
+        from ..tma.im2col_encode import encode_im2col_unchecked
+
+        encode_im2col_unchecked(spec.tma_params(), address)
+
+
+class Im2colEncodeTarget(EncodeTarget):
+    name = "im2col_encode"
+    description = "validator (drvtma.tma.im2col_rules) vs cuTensorMapEncodeIm2col, specs at every rule's edges"
+    session_class = Im2colEncodeSession
+
+    def configure(self, spec=None) -> dict:
+        return {"spec": _no_spec(spec)}
+
+    def build(self, ch, options: dict) -> Im2colSpec:
+        return build_edge_im2col_spec(ch)
+
+    def case_from_json(self, d: dict, options: dict) -> Im2colSpec:
+        return Im2colSpec.from_dict(d["spec"])
+
+
+@dataclass
+class Im2colCase:
+    spec: Im2colSpec  # base_address unset: the session puts the map `offset` bytes into its pool
+    offset: int
+    coords: np.ndarray  # (loads, rank), NumPy order
+    offsets: np.ndarray  # (loads, rank - 2), D, H, W order
+    box_offset: int
+    poison: int
+
+
+class Im2colSession(Session):
+    """The pool of random bytes (host and device) and the probe."""
+
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
+        self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"], np.uint8)
+        self.device = self.probe = None
+        if not fake:
+            from ..runtime.driver import DeviceBuffer
+            from ..tma.im2col_probe import Im2colProbe
+
+            self.device = self.own(DeviceBuffer.from_array(self.host))
+            self.probe = self.own(Im2colProbe())
+
+    def check_one(self, case: Im2colCase) -> Outcome:
+        t0 = time.perf_counter()
+        pool = self.device.ptr if self.device is not None else 0x7F00_0000_0000
+        spec = case.spec.replace(base_address=pool + case.offset)
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        kw = {"box_offset": case.box_offset, "poison": case.poison}
+        want = oracle.im2col_images(spec, window, case.coords, case.offsets, **kw)
+        if self.fake:
+            got = want.copy()
+        else:
+            from ..tma.im2col_encode import encode_im2col
+
+            got = self.probe.run(encode_im2col(spec), case.coords, case.offsets, image_bytes=want.shape[1], **kw)
+        self.timing["oracle+device"] += time.perf_counter() - t0
+        bad = np.flatnonzero((got != want).any(axis=1)).tolist()
+        if not bad:
+            return Outcome(True)
+        from ..tma.im2col_probe import describe_im2col_mismatch
+
+        i = bad[0]
+        return Outcome(False, detail=f"{len(bad)} of {len(got)} loads differ; the first:\n" +
+                       describe_im2col_mismatch(spec, case.coords[i], case.offsets[i], case.box_offset, got[i],
+                                                want[i]),
+                       differences=[{"offset": int(p), "expected": int(want[i][p]), "got": int(got[i][p])}
+                                    for p in np.flatnonzero(got[i] != want[i])[:16]], bad=bad)
+
+
+class Im2colTarget(Target):
+    name = "im2col"
+    description = "im2col loads (ranks 3-5, every swizzle, fill, type, traversal stride, offsets) vs the oracle"
+    unit = "loads"
+    cases_per_batch = 8
+    session_class = Im2colSession
+
+    def configure(self, spec=None, *, data_seed: int = POOL_SEED) -> dict:
+        return {"spec": _no_spec(spec), "data_seed": int(data_seed), "pool_bytes": POOL_BYTES}
+
+    def build(self, ch, options: dict) -> Im2colCase:
+        spec = build_im2col_spec(ch)
+        offset = 16 * ch.integer(0, (options["pool_bytes"] - spec.extent_bytes) // 16 - 1)
+        coords, offsets = build_im2col_loads(ch, spec, ch.integer(1, MAX_LOADS))
+        return Im2colCase(spec, offset, coords, offsets, 128 * ch.integer(0, 7), ch.integer(0, (1 << 32) - 1))
+
+    def labels(self, case: Im2colCase) -> dict:
+        return spec_labels(case.spec)
+
+    def size(self, case: Im2colCase) -> int:
+        return len(case.coords)
+
+    def case_to_json(self, case: Im2colCase) -> dict:
+        return {"spec": case.spec.to_dict(), "offset": case.offset, "coords": case.coords.tolist(),
+                "offsets": case.offsets.tolist(), "box_offset": case.box_offset, "poison": case.poison}
+
+    def case_from_json(self, d: dict, options: dict) -> Im2colCase:
+        spec = Im2colSpec.from_dict(d["spec"])
+        return Im2colCase(spec, int(d["offset"]), np.asarray(d["coords"], np.int64).reshape(-1, spec.rank),
+                          np.asarray(d["offsets"], np.int64).reshape(-1, spec.rank - 2), int(d["box_offset"]),
+                          int(d["poison"]))
+
+    def describe(self, case: Im2colCase) -> str:
+        return case.spec.describe()
+
+
+IM2COL_ENCODE = Im2colEncodeTarget()
+IM2COL = Im2colTarget()

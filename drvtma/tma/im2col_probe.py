@@ -1,0 +1,117 @@
+"""Batched im2col load probes on the GPU: one launch makes many loads of one im2col map (one CTA each, poisoned
+images, bounded waits) and returns their raw shared memory; `check_im2col_loads` compares them with the oracle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import im2col_oracle as oracle
+from ..runtime.driver import Resource
+from .encode import TensorMap
+from .im2col_encode import encode_im2col
+from .im2col_spec import Im2colSpec
+from .probe import IMAGE_ALIGN_SLACK, MAX_IMAGES_BYTES, POISON, PROBE_THREADS
+
+IM2COL_SOURCE = "tma/im2col_probe.cu"
+IM2COL_KERNEL = "im2col_probe"
+
+
+class Im2colProbe(Resource):
+    """The compiled im2col probe and its reusable device scratch (rows, images, status)."""
+
+    def __init__(self):
+        from ..runtime.driver import ScratchBuffers
+        from ..runtime.kernel import load_module
+        from ..runtime.status import StatusBuffer
+
+        self.kernel = load_module(IM2COL_SOURCE).kernel(IM2COL_KERNEL)
+        self.status = StatusBuffer()
+        self.scratch = ScratchBuffers(minimum=1 << 16)
+
+    def run(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
+            poison: int = POISON, checked: bool = True) -> np.ndarray:
+        """(L, image_bytes) uint8 images of loads at `coords` (L x rank) with `offsets` (L x rank - 2, or one row
+        for all), NumPy order, checked by the oracle's rules before the launch (``checked=False``: not, for the
+        hazard tests, which run it in a child process)."""
+        spec = tmap.spec
+        if not isinstance(spec, Im2colSpec):
+            raise ValueError("the im2col probe needs a TensorMap encoded from an Im2colSpec (encode_im2col)")
+        if checked:
+            c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
+        else:
+            c = np.asarray(coords, dtype=np.int64).reshape(-1, spec.rank)
+            o = np.broadcast_to(np.asarray(offsets, dtype=np.int64).reshape(-1, spec.rank - 2), (len(c), spec.rank - 2))
+        if box_offset % oracle.SMEM_DST_ALIGNMENT:
+            raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
+        image_bytes = oracle.im2col_image_bytes(spec, box_offset) if image_bytes is None else image_bytes
+        if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
+            raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the rows")
+        rows = oracle.kernel_im2col_rows(spec, c, o)
+        out = np.empty((len(rows), image_bytes), dtype=np.uint8)
+        per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
+        self.status.reset()
+        for start in range(0, len(rows), per_launch):
+            chunk = np.ascontiguousarray(rows[start:start + per_launch])
+            rows_buf = self.scratch.get("rows", chunk.nbytes)
+            images_buf = self.scratch.get("images", len(chunk) * image_bytes)
+            rows_buf.upload(chunk)
+            self.kernel.launch(tmap, spec.rank, rows_buf, box_offset, image_bytes, spec.expect_tx_bytes,
+                               poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
+                               block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
+            out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
+        self.status.check(IM2COL_KERNEL)
+        return out
+
+    def _parts(self) -> tuple:
+        return self.scratch, self.status
+
+
+@dataclass
+class Im2colCheck:
+    """The outcome of comparing probe images with the oracle for one im2col spec."""
+
+    spec: Im2colSpec
+    loads: int
+    bad_loads: list[int] = field(default_factory=list)
+    report: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.bad_loads
+
+
+def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int, got: np.ndarray,
+                             want: np.ndarray, limit: int = 8) -> str:
+    """The spec, the load and its first differing bytes (which pixel row and byte, before the swizzle)."""
+    diff = np.flatnonzero(got != want)
+    lines = [f"im2col load at {tuple(int(v) for v in coords)} offsets {tuple(int(v) for v in offsets)} (NumPy "
+             f"order), box offset {box_offset}: {diff.size} of {got.size} bytes differ", spec.describe()]
+    pitch = spec.row_pitch_bytes
+    for pos in diff[:limit]:
+        rel = int(pos) - box_offset
+        where = (f"pixel row {rel // pitch} (after the swizzle), byte {rel % pitch}" if 0 <= rel < spec.smem_bytes
+                 else "outside the rows")
+        lines.append(f"  image byte {int(pos)}: got 0x{int(got[pos]):02x}, expected 0x{int(want[pos]):02x} ({where})")
+    return "\n".join(lines)
+
+
+def check_im2col_loads(spec: Im2colSpec, global_bytes, coords, offsets, *, target=None, box_offset: int = 0,
+                       poison: int = POISON, probe: Im2colProbe | None = None, max_reports: int = 3) -> Im2colCheck:
+    """Encode `spec` for `target`, run the loads, compare every image with the oracle bit for bit.
+    `global_bytes`: the host copy of the device bytes from the map's address."""
+    c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
+    tmap = encode_im2col(spec, target)
+    owned = probe is None
+    probe = probe or Im2colProbe()
+    try:
+        images = probe.run(tmap, c, o, box_offset=box_offset, poison=poison)
+    finally:
+        if owned:
+            probe.close()
+    want = oracle.im2col_images(spec, global_bytes, c, o, box_offset=box_offset, image_bytes=images.shape[1],
+                                poison=poison)
+    bad = np.flatnonzero((images != want).any(axis=1)).tolist()
+    reports = [describe_im2col_mismatch(spec, c[i], o[i], box_offset, images[i], want[i]) for i in bad[:max_reports]]
+    return Im2colCheck(spec, len(c), bad, "\n\n".join(reports))

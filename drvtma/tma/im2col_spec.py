@@ -1,0 +1,278 @@
+"""The im2col tensor-map spec in NumPy order (N, [D, [H,]] W, C), channels last (rules in `im2col_rules`).
+
+An im2col map describes an NWC / NHWC / NDHWC tensor. One load delivers `pixels_per_column` rows of
+`channels_per_pixel` elements: pixels walked through the bounding box in N, D, H, W order (`im2col_oracle`).
+`lower_corner` / `upper_corner` hold one offset per spatial axis in NumPy order (D, H, W): the bounding box of a
+spatial axis of size S is [lower, S - 1 + upper]. The driver takes them reversed, W first, as CUTLASS and Triton pass
+them (its documentation writes "{D, H, W}"; the GPU test of the oracle pins which). `to_tma_order` reverses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from ..errors import TensorMapError, address, as_int, as_ints
+from .dtypes import TmaDtype, tma_dtype
+from .spec import (SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle, _enum_value, _flag,
+                   contiguous_strides_bytes, to_tma_order)
+
+IM2COL_RANKS = (3, 4, 5)
+# Corner ranges per rank [doc: cuTensorMapEncodeIm2col]; the load's im2col offsets per rank [doc: PTX ISA 5.5.4].
+CORNER_RANGE = {3: (-(1 << 15), (1 << 15) - 1), 4: (-128, 127), 5: (-16, 15)}
+OFFSET_RANGE = {3: (0, (1 << 16) - 1), 4: (0, 255), 5: (0, 31)}
+MAX_CHANNELS_PER_PIXEL = 256
+MAX_PIXELS_PER_COLUMN = 1024
+SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
+
+
+def _ints(values, what: str) -> tuple[int, ...]:
+    return as_ints(values, what, error=TensorMapError, rule="type")
+
+
+@dataclass(frozen=True)
+class Im2colParams:
+    """What cuTensorMapEncodeIm2col receives, in its order (fastest first; corners W first)."""
+
+    dtype_enum: int
+    rank: int
+    global_dim: tuple[int, ...]
+    global_strides: tuple[int, ...]
+    lower_corner: tuple[int, ...]
+    upper_corner: tuple[int, ...]
+    channels_per_pixel: int
+    pixels_per_column: int
+    element_strides: tuple[int, ...]
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+
+    def describe(self) -> str:
+        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
+                f"globalStrides={list(self.global_strides)}, pixelBoxLowerCorner={list(self.lower_corner)}, "
+                f"pixelBoxUpperCorner={list(self.upper_corner)}, channelsPerPixel={self.channels_per_pixel}, "
+                f"pixelsPerColumn={self.pixels_per_column}, elementStrides={list(self.element_strides)}, "
+                f"interleave={self.interleave}, swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, "
+                f"oobFill={self.oob_fill}")
+
+
+@dataclass(frozen=True)
+class Im2colSpec:
+    """An im2col map in NumPy order: ``shape`` (N, [D, [H,]] W, C), ``strides_bytes`` (the last = itemsize),
+    corners per spatial axis (D, H, W order), channels per pixel, pixels per column, element strides per axis
+    (the spatial ones are the traversal = convolution strides; C's is ignored without interleave).
+    Construction normalises types only; `validate` checks the rules."""
+
+    dtype: TmaDtype
+    shape: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    lower_corner: tuple[int, ...]
+    upper_corner: tuple[int, ...]
+    channels_per_pixel: int
+    pixels_per_column: int
+    element_strides: tuple[int, ...] | None = None  # None: all ones
+    interleave: int = Interleave.NONE
+    swizzle: int = Swizzle.NONE
+    l2_promotion: int = L2Promotion.NONE
+    oob_fill: int = OobFill.ZERO
+    base_address: int | None = None
+    allow_overlap: bool = False  # the tiled rules stride_zero / strides_overlap read it
+
+    def __post_init__(self):
+        put = object.__setattr__
+        put(self, "dtype", tma_dtype(self.dtype))
+        for name in ("shape", "strides_bytes", "lower_corner", "upper_corner"):
+            put(self, name, _ints(getattr(self, name), name))
+        for name in ("channels_per_pixel", "pixels_per_column"):
+            put(self, name, as_int(getattr(self, name), name, error=TensorMapError, rule="type"))
+        es = (1,) * len(self.shape) if self.element_strides is None else self.element_strides
+        put(self, "element_strides", _ints(es, "element_strides"))
+        put(self, "interleave", _enum_value(self.interleave, Interleave, "interleave"))
+        put(self, "swizzle", _enum_value(self.swizzle, Swizzle, "swizzle"))
+        put(self, "l2_promotion", _enum_value(self.l2_promotion, L2Promotion, "l2_promotion"))
+        put(self, "oob_fill", _enum_value(self.oob_fill, OobFill, "oob_fill"))
+        if self.base_address is not None:
+            put(self, "base_address", address(self.base_address, error=TensorMapError))
+        put(self, "allow_overlap", _flag(self.allow_overlap, "allow_overlap"))
+
+    # ---- constructors
+    @classmethod
+    def create(cls, dtype, shape, lower_corner, upper_corner, channels_per_pixel, pixels_per_column, *,
+               strides_bytes=None, **options) -> Im2colSpec:
+        """A spec for a tensor of `shape` (N, [D, [H,]] W, C), contiguous unless strides_bytes are given."""
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise TensorMapError("spec_json", ", ".join(sorted(unknown)), "unknown im2col option(s)",
+                                 f"use only {', '.join(sorted(_OPTIONS | {'strides_bytes'}))}")
+        dt = tma_dtype(dtype)
+        shape = _ints(shape, "shape")
+        if strides_bytes is None:
+            strides_bytes = contiguous_strides_bytes(shape, dt.itemsize)
+        return cls(dt, shape, strides_bytes, lower_corner, upper_corner, channels_per_pixel, pixels_per_column,
+                   **options)
+
+    @classmethod
+    def from_array(cls, arr, lower_corner, upper_corner, channels_per_pixel, pixels_per_column, *, dtype=None,
+                   **options) -> Im2colSpec:
+        """A spec for a channels-last array (NumPy for the layout; torch, CuPy, ... also give base_address).
+
+        A torch tensor in ``channels_last`` memory format is NCHW by shape: pass ``t.permute(0, 2, 3, 1)`` (NHWC
+        by shape, C contiguous)."""
+        from .arrays import array_layout
+
+        layout = array_layout(arr)
+        dt = tma_dtype(dtype if dtype is not None else layout.dtype)
+        if dt.itemsize != layout.dtype.itemsize:
+            raise TensorMapError("dtype_size", "dtype", dt.name, f"use a {layout.dtype.itemsize}-byte type, or "
+                                 "leave dtype out", f"{dt.name} does not match the array's {layout.dtype}")
+        if layout.address is not None:
+            options.setdefault("base_address", layout.address)
+        return cls(dt, layout.shape, layout.strides_bytes, lower_corner, upper_corner, channels_per_pixel,
+                   pixels_per_column, **options)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Im2colSpec:
+        if not isinstance(d, dict):
+            raise TensorMapError("spec_json", "spec", type(d).__name__, 'give an object: {"dtype": "float16", '
+                                 '"shape": [1, 8, 8, 16], "lower_corner": [-1, -1], "upper_corner": [-1, -1], '
+                                 '"channels_per_pixel": 16, "pixels_per_column": 64}')
+        d = dict(d)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise TensorMapError("spec_json", ", ".join(sorted(map(str, unknown))), "unknown im2col field(s)",
+                                 f"use only {', '.join(sorted(known))}")
+        needed = ("dtype", "shape", "lower_corner", "upper_corner", "channels_per_pixel", "pixels_per_column")
+        for key in needed:
+            if key not in d:
+                raise TensorMapError("spec_json", key, "missing", f"add {key!r}: an im2col spec needs "
+                                     f"{', '.join(needed)}")
+        args = [d.pop(k) for k in needed]
+        return cls.create(*args, **d)
+
+    @classmethod
+    def from_json(cls, text: str) -> Im2colSpec:
+        try:
+            d = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise TensorMapError("spec_json", "json", str(text)[:60], "give a JSON object with dtype, shape, "
+                                 "lower_corner, upper_corner, channels_per_pixel, pixels_per_column",
+                                 f"not JSON ({exc})") from None
+        return cls.from_dict(d)
+
+    def to_dict(self) -> dict:
+        d = {"dtype": self.dtype.name, "shape": list(self.shape), "strides_bytes": list(self.strides_bytes),
+             "lower_corner": list(self.lower_corner), "upper_corner": list(self.upper_corner),
+             "channels_per_pixel": self.channels_per_pixel, "pixels_per_column": self.pixels_per_column,
+             "element_strides": list(self.element_strides)}
+        for key in ("interleave", "swizzle", "l2_promotion", "oob_fill"):
+            v = getattr(self, key)
+            d[key] = getattr(v, "name", int(v))
+        if self.base_address is not None:
+            d["base_address"] = hex(self.base_address)
+        if self.allow_overlap:
+            d["allow_overlap"] = True
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def replace(self, **changes) -> Im2colSpec:
+        return dataclasses.replace(self, **changes)
+
+    # ---- geometry (shared with im2col_oracle)
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def spatial(self) -> tuple[int, ...]:
+        """The spatial extents (D, H, W order)."""
+        return self.shape[1:-1]
+
+    @property
+    def box_bounds(self) -> tuple[tuple[int, int], ...]:
+        """Inclusive [lo, hi] of the filter base per spatial axis (D, H, W): [lower, S - 1 + upper]."""
+        return tuple((lo, s - 1 + up) for s, lo, up in zip(self.spatial, self.lower_corner, self.upper_corner))
+
+    @property
+    def swizzle_span_bytes(self) -> int:
+        return SWIZZLE_SPAN_BYTES.get(self.swizzle, 0)
+
+    @property
+    def row_bytes(self) -> int:
+        return self.channels_per_pixel * self.itemsize
+
+    @property
+    def row_pitch_bytes(self) -> int:
+        """Shared bytes from one pixel's row to the next: the row, padded to the swizzle span [derived from tiled]."""
+        return max(self.row_bytes, self.swizzle_span_bytes)
+
+    @property
+    def expect_tx_bytes(self) -> int:
+        """Bytes one load completes: every pixel's channels, filled ones included [derived]."""
+        return self.pixels_per_column * self.row_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.pixels_per_column * self.row_pitch_bytes
+
+    @property
+    def extent_bytes(self) -> int:
+        if any(n == 0 for n in self.shape):
+            return 0
+        return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
+
+    def tma_params(self) -> Im2colParams:
+        return Im2colParams(self.dtype.enum, self.rank, to_tma_order(self.shape), to_tma_order(self.strides_bytes)[1:],
+                            to_tma_order(self.lower_corner), to_tma_order(self.upper_corner),
+                            self.channels_per_pixel, self.pixels_per_column, to_tma_order(self.element_strides),
+                            int(self.interleave), int(self.swizzle), int(self.l2_promotion), int(self.oob_fill))
+
+    # ---- checks
+    def validate(self, *, smem_limit: int | None = None) -> Im2colSpec:
+        from .im2col_rules import validate_im2col
+
+        errors = validate_im2col(self, smem_limit=smem_limit)
+        if errors:
+            raise errors[0]
+        return self
+
+    def is_valid(self, *, smem_limit: int | None = None) -> bool:
+        from .im2col_rules import validate_im2col
+
+        return not validate_im2col(self, smem_limit=smem_limit)
+
+    def describe(self) -> str:
+        from .im2col_rules import describe_im2col
+
+        return describe_im2col(self)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+_OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "base_address",
+                      "allow_overlap"})
+
+
+def conv_corners(filter_size, padding=0, dilation=1) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(lower, upper) corners of a forward convolution, one per spatial axis in NumPy order (CUTLASS's choice):
+    lower = -pad, upper = pad - (filter - 1) * dilation; the load's offsets then pick the filter tap."""
+    f = _ints(filter_size, "filter_size")
+    n = len(f)
+    pad = _ints([padding] * n if isinstance(padding, int) else padding, "padding")
+    dil = _ints([dilation] * n if isinstance(dilation, int) else dilation, "dilation")
+    return tuple(-p for p in pad), tuple(p - (k - 1) * d for p, k, d in zip(pad, f, dil))
+
+
+def spatial_name(spec: Im2colSpec, i: int) -> str:
+    names = SPATIAL_NAMES.get(spec.rank - 2)
+    return f"{names[i]} (axis {i + 1})" if names and i < len(names) else f"spatial axis {i}"
+
