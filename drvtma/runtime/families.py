@@ -48,6 +48,7 @@ FAMILIES = {
     "runtime/launch_cost.cu": _f(),
     "runtime/timing.cu": _f(),
     "tma/load_probe.cu": _f("tma", "UTMALDG SYNCS"),
+    "tma/im2col_probe.cu": _f("tma", "UTMALDG SYNCS"),
     "tma/roundtrip_store.cu": _f("tma", "UTMALDG UTMASTG SYNCS"),
     "tma/store_probe.cu": _f("tma", "UTMASTG UTMAREDG UBLKCP"),
     "tma/global_map.cu": _f("tensormap_replace", "UTMALDG UTMACCTL SYNCS"),
