@@ -8,27 +8,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import im2col_oracle as oracle
-from ..runtime.driver import Resource
 from .encode import TensorMap
 from .im2col_encode import encode_im2col
 from .im2col_spec import Im2colSpec
-from .probe import IMAGE_ALIGN_SLACK, MAX_IMAGES_BYTES, POISON, PROBE_THREADS
+from .probe import POISON, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
 
 IM2COL_SOURCE = "tma/im2col_probe.cu"
 IM2COL_KERNEL = "im2col_probe"
 
 
-class Im2colProbe(Resource):
+class Im2colProbe(ImageProbe):
     """The compiled im2col probe and its reusable device scratch (rows, images, status)."""
 
-    def __init__(self):
-        from ..runtime.driver import ScratchBuffers
-        from ..runtime.kernel import load_module
-        from ..runtime.status import StatusBuffer
-
-        self.kernel = load_module(IM2COL_SOURCE).kernel(IM2COL_KERNEL)
-        self.status = StatusBuffer()
-        self.scratch = ScratchBuffers(minimum=1 << 16)
+    SOURCE = IM2COL_SOURCE
+    KERNEL = IM2COL_KERNEL
 
     def run(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
             poison: int = POISON, checked: bool = True) -> np.ndarray:
@@ -43,29 +36,10 @@ class Im2colProbe(Resource):
         else:
             c = np.asarray(coords, dtype=np.int64).reshape(-1, spec.rank)
             o = np.broadcast_to(np.asarray(offsets, dtype=np.int64).reshape(-1, spec.rank - 2), (len(c), spec.rank - 2))
-        if box_offset % oracle.SMEM_DST_ALIGNMENT:
-            raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
+        check_box_offset(box_offset)
         image_bytes = oracle.im2col_image_bytes(spec, box_offset) if image_bytes is None else image_bytes
-        if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
-            raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the rows")
-        rows = oracle.kernel_im2col_rows(spec, c, o)
-        out = np.empty((len(rows), image_bytes), dtype=np.uint8)
-        per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
-        self.status.reset()
-        for start in range(0, len(rows), per_launch):
-            chunk = np.ascontiguousarray(rows[start:start + per_launch])
-            rows_buf = self.scratch.get("rows", chunk.nbytes)
-            images_buf = self.scratch.get("images", len(chunk) * image_bytes)
-            rows_buf.upload(chunk)
-            self.kernel.launch(tmap, spec.rank, rows_buf, box_offset, image_bytes, spec.expect_tx_bytes,
-                               poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
-                               block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
-            out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
-        self.status.check(IM2COL_KERNEL)
-        return out
-
-    def _parts(self) -> tuple:
-        return self.scratch, self.status
+        check_image_bytes(spec, box_offset, image_bytes, "rows")
+        return self._run_rows(tmap, oracle.kernel_im2col_rows(spec, c, o), box_offset, image_bytes, poison)
 
 
 @dataclass
@@ -89,11 +63,9 @@ def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int,
     lines = [f"im2col load at {tuple(int(v) for v in coords)} offsets {tuple(int(v) for v in offsets)} (NumPy "
              f"order), box offset {box_offset}: {diff.size} of {got.size} bytes differ", spec.describe()]
     pitch = spec.row_pitch_bytes
-    for pos in diff[:limit]:
-        rel = int(pos) - box_offset
-        where = (f"pixel row {rel // pitch} (after the swizzle), byte {rel % pitch}" if 0 <= rel < spec.smem_bytes
-                 else "outside the rows")
-        lines.append(f"  image byte {int(pos)}: got 0x{int(got[pos]):02x}, expected 0x{int(want[pos]):02x} ({where})")
+    lines += mismatch_lines(diff[:limit], got, want, box_offset, lambda rel: (
+        f"pixel row {rel // pitch} (after the swizzle), byte {rel % pitch}" if 0 <= rel < spec.smem_bytes
+        else "outside the rows"))
     return "\n".join(lines)
 
 

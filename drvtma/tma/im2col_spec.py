@@ -13,10 +13,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ..errors import TensorMapError, address, as_int, as_ints
+from ..errors import TensorMapError, as_ints
 from .dtypes import TmaDtype, tma_dtype
-from .spec import (SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle, _enum_value, _flag,
-                   contiguous_strides_bytes, to_tma_order)
+from .spec import (Interleave, L2Promotion, MapGeometry, MapParams, OobFill, Swizzle, array_fields,
+                   contiguous_strides_bytes, fields_dict, normalise_fields, to_tma_order)
 
 IM2COL_RANKS = (3, 4, 5)
 # Corner ranges per rank [doc: cuTensorMapEncodeIm2col]; the load's im2col offsets per rank [doc: PTX ISA 5.5.4].
@@ -32,13 +32,9 @@ def _ints(values, what: str) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class Im2colParams:
+class Im2colParams(MapParams):
     """What cuTensorMapEncodeIm2col receives, in its order (fastest first; corners W first)."""
 
-    dtype_enum: int
-    rank: int
-    global_dim: tuple[int, ...]
-    global_strides: tuple[int, ...]
     lower_corner: tuple[int, ...]
     upper_corner: tuple[int, ...]
     channels_per_pixel: int
@@ -49,17 +45,13 @@ class Im2colParams:
     l2_promotion: int
     oob_fill: int
 
-    def describe(self) -> str:
-        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
-                f"globalStrides={list(self.global_strides)}, pixelBoxLowerCorner={list(self.lower_corner)}, "
-                f"pixelBoxUpperCorner={list(self.upper_corner)}, channelsPerPixel={self.channels_per_pixel}, "
-                f"pixelsPerColumn={self.pixels_per_column}, elementStrides={list(self.element_strides)}, "
-                f"interleave={self.interleave}, swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, "
-                f"oobFill={self.oob_fill}")
+    def _own_arguments(self) -> str:
+        return (f"pixelBoxLowerCorner={list(self.lower_corner)}, pixelBoxUpperCorner={list(self.upper_corner)}, "
+                f"channelsPerPixel={self.channels_per_pixel}, pixelsPerColumn={self.pixels_per_column}")
 
 
 @dataclass(frozen=True)
-class Im2colSpec:
+class Im2colSpec(MapGeometry):
     """An im2col map in NumPy order: ``shape`` (N, [D, [H,]] W, C), ``strides_bytes`` (the last = itemsize),
     corners per spatial axis (D, H, W order), channels per pixel, pixels per column, element strides per axis
     (the spatial ones are the traversal = convolution strides; C's is ignored without interleave).
@@ -81,21 +73,8 @@ class Im2colSpec:
     allow_overlap: bool = False  # the tiled rules stride_zero / strides_overlap read it
 
     def __post_init__(self):
-        put = object.__setattr__
-        put(self, "dtype", tma_dtype(self.dtype))
-        for name in ("shape", "strides_bytes", "lower_corner", "upper_corner"):
-            put(self, name, _ints(getattr(self, name), name))
-        for name in ("channels_per_pixel", "pixels_per_column"):
-            put(self, name, as_int(getattr(self, name), name, error=TensorMapError, rule="type"))
-        es = (1,) * len(self.shape) if self.element_strides is None else self.element_strides
-        put(self, "element_strides", _ints(es, "element_strides"))
-        put(self, "interleave", _enum_value(self.interleave, Interleave, "interleave"))
-        put(self, "swizzle", _enum_value(self.swizzle, Swizzle, "swizzle"))
-        put(self, "l2_promotion", _enum_value(self.l2_promotion, L2Promotion, "l2_promotion"))
-        put(self, "oob_fill", _enum_value(self.oob_fill, OobFill, "oob_fill"))
-        if self.base_address is not None:
-            put(self, "base_address", address(self.base_address, error=TensorMapError))
-        put(self, "allow_overlap", _flag(self.allow_overlap, "allow_overlap"))
+        normalise_fields(self, tuples=("lower_corner", "upper_corner"),
+                         ints=("channels_per_pixel", "pixels_per_column"))
 
     # ---- constructors
     @classmethod
@@ -120,15 +99,7 @@ class Im2colSpec:
 
         A torch tensor in ``channels_last`` memory format is NCHW by shape: pass ``t.permute(0, 2, 3, 1)`` (NHWC
         by shape, C contiguous)."""
-        from .arrays import array_layout
-
-        layout = array_layout(arr)
-        dt = tma_dtype(dtype if dtype is not None else layout.dtype)
-        if dt.itemsize != layout.dtype.itemsize:
-            raise TensorMapError("dtype_size", "dtype", dt.name, f"use a {layout.dtype.itemsize}-byte type, or "
-                                 "leave dtype out", f"{dt.name} does not match the array's {layout.dtype}")
-        if layout.address is not None:
-            options.setdefault("base_address", layout.address)
+        dt, layout = array_fields(arr, dtype, options)
         return cls(dt, layout.shape, layout.strides_bytes, lower_corner, upper_corner, channels_per_pixel,
                    pixels_per_column, **options)
 
@@ -163,34 +134,13 @@ class Im2colSpec:
         return cls.from_dict(d)
 
     def to_dict(self) -> dict:
-        d = {"dtype": self.dtype.name, "shape": list(self.shape), "strides_bytes": list(self.strides_bytes),
-             "lower_corner": list(self.lower_corner), "upper_corner": list(self.upper_corner),
-             "channels_per_pixel": self.channels_per_pixel, "pixels_per_column": self.pixels_per_column,
-             "element_strides": list(self.element_strides)}
-        for key in ("interleave", "swizzle", "l2_promotion", "oob_fill"):
-            v = getattr(self, key)
-            d[key] = getattr(v, "name", int(v))
-        if self.base_address is not None:
-            d["base_address"] = hex(self.base_address)
-        if self.allow_overlap:
-            d["allow_overlap"] = True
-        return d
+        return fields_dict(self, lower_corner=list(self.lower_corner), upper_corner=list(self.upper_corner),
+                           channels_per_pixel=self.channels_per_pixel, pixels_per_column=self.pixels_per_column)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
-    def replace(self, **changes) -> Im2colSpec:
-        return dataclasses.replace(self, **changes)
-
-    # ---- geometry (shared with im2col_oracle)
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
+    # ---- geometry (shared with im2col_oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
     @property
     def spatial(self) -> tuple[int, ...]:
         """The spatial extents (D, H, W order)."""
@@ -200,10 +150,6 @@ class Im2colSpec:
     def box_bounds(self) -> tuple[tuple[int, int], ...]:
         """Inclusive [lo, hi] of the filter base per spatial axis (D, H, W): [lower, S - 1 + upper]."""
         return tuple((lo, s - 1 + up) for s, lo, up in zip(self.spatial, self.lower_corner, self.upper_corner))
-
-    @property
-    def swizzle_span_bytes(self) -> int:
-        return SWIZZLE_SPAN_BYTES.get(self.swizzle, 0)
 
     @property
     def row_bytes(self) -> int:
@@ -222,12 +168,6 @@ class Im2colSpec:
     @property
     def smem_bytes(self) -> int:
         return self.pixels_per_column * self.row_pitch_bytes
-
-    @property
-    def extent_bytes(self) -> int:
-        if any(n == 0 for n in self.shape):
-            return 0
-        return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
 
     def tma_params(self) -> Im2colParams:
         return Im2colParams(self.dtype.enum, self.rank, to_tma_order(self.shape), to_tma_order(self.strides_bytes)[1:],

@@ -23,33 +23,42 @@ POISON = 0xA5A5A5A5  # what the probes fill shared memory with; pass the same to
 MAX_IMAGES_BYTES = 256 << 20  # per launch; larger batches are split
 
 
-class LoadProbe(Resource):
-    """The compiled probe kernel and reusable device scratch (coordinates, images, status)."""
+def check_box_offset(box_offset: int) -> None:
+    if box_offset % oracle.SMEM_DST_ALIGNMENT:
+        raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
+
+
+def check_image_bytes(spec, box_offset: int, image_bytes: int, what: str) -> None:
+    """An image is whole 16-byte chunks and holds the load's footprint (`what`: "box", "rows") after box_offset."""
+    if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
+        raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the {what}")
+
+
+def mismatch_lines(diff: np.ndarray, got: np.ndarray, want: np.ndarray, box_offset: int, where) -> list[str]:
+    """One line per differing image byte at `diff`; `where(rel)` says what the byte `rel` past box_offset is."""
+    return [f"  image byte {int(pos)}: got 0x{int(got[pos]):02x}, expected 0x{int(want[pos]):02x} "
+            f"({where(int(pos) - box_offset)})" for pos in diff]
+
+
+class ImageProbe(Resource):
+    """A compiled image probe (cu/tma/*_probe.cu: one CTA per load, a row of ints each, poisoned images, bounded
+    waits) and its reusable device scratch; subclasses name the kernel and check their loads."""
+
+    SOURCE = PROBE_SOURCE
+    KERNEL = PROBE_KERNEL
 
     def __init__(self):
+        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
         from ..runtime.status import StatusBuffer
 
-        from ..runtime.driver import ScratchBuffers
-
-        self.kernel = load_module(PROBE_SOURCE).kernel(PROBE_KERNEL)
+        self.kernel = load_module(self.SOURCE).kernel(self.KERNEL)
         self.status = StatusBuffer()
         self.scratch = ScratchBuffers(minimum=1 << 16)
 
-    def _prepare(self, tmap: TensorMap, coords, box_offset: int, image_bytes: int | None):
-        spec = tmap.spec
-        if spec is None:
-            raise ValueError("the probe needs a TensorMap encoded from a TensorMapSpec")
-        c = oracle.check_load_coordinates(spec, coords)
-        if box_offset % oracle.SMEM_DST_ALIGNMENT:
-            raise ValueError(f"box_offset {box_offset} must be a multiple of {oracle.SMEM_DST_ALIGNMENT}")
-        image_bytes = oracle.image_bytes_for(spec, box_offset) if image_bytes is None else image_bytes
-        if image_bytes % 16 or image_bytes < box_offset + spec.smem_bytes:
-            raise ValueError(f"image_bytes {image_bytes} must be a multiple of 16 and hold the box")
-        return spec, oracle.kernel_coordinates(spec, c), image_bytes
-
     def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int):
         spec = tmap.spec
+        chunk = np.ascontiguousarray(chunk)
         coords_buf = self.scratch.get("coords", chunk.nbytes)
         images_buf = self.scratch.get("images", len(chunk) * image_bytes)
         coords_buf.upload(chunk)
@@ -58,19 +67,41 @@ class LoadProbe(Resource):
                            block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
         return images_buf
 
+    def _run_rows(self, tmap: TensorMap, rows: np.ndarray, box_offset: int, image_bytes: int,
+                  poison: int) -> np.ndarray:
+        """(len(rows), image_bytes) images, one per kernel row, in launches of at most MAX_IMAGES_BYTES."""
+        out = np.empty((len(rows), image_bytes), dtype=np.uint8)
+        per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
+        self.status.reset()  # timeouts add up over the launches; one check after the last
+        for start in range(0, len(rows), per_launch):
+            chunk = rows[start:start + per_launch]
+            images_buf = self._launch_chunk(tmap, chunk, box_offset, image_bytes, poison)
+            out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
+        self.status.check(self.KERNEL)
+        return out
+
+    def _parts(self) -> tuple:
+        return self.scratch, self.status
+
+
+class LoadProbe(ImageProbe):
+    """The compiled tiled-load probe kernel and reusable device scratch (coordinates, images, status)."""
+
+    def _prepare(self, tmap: TensorMap, coords, box_offset: int, image_bytes: int | None):
+        spec = tmap.spec
+        if spec is None:
+            raise ValueError("the probe needs a TensorMap encoded from a TensorMapSpec")
+        c = oracle.check_load_coordinates(spec, coords)
+        check_box_offset(box_offset)
+        image_bytes = oracle.image_bytes_for(spec, box_offset) if image_bytes is None else image_bytes
+        check_image_bytes(spec, box_offset, image_bytes, "box")
+        return spec, oracle.kernel_coordinates(spec, c), image_bytes
+
     def run(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
             poison: int = POISON) -> np.ndarray:
         """(N, image_bytes) uint8 images of loads at `coords` (N x rank, NumPy order), checked before launch."""
         _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
-        out = np.empty((len(tma_coords), image_bytes), dtype=np.uint8)
-        per_launch = max(1, MAX_IMAGES_BYTES // image_bytes)
-        self.status.reset()  # timeouts add up over the launches; one check after the last
-        for start in range(0, len(tma_coords), per_launch):
-            chunk = tma_coords[start:start + per_launch]
-            images_buf = self._launch_chunk(tmap, chunk, box_offset, image_bytes, poison)
-            out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
-        self.status.check(PROBE_KERNEL)
-        return out
+        return self._run_rows(tmap, tma_coords, box_offset, image_bytes, poison)
 
     def launch(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
                poison: int = POISON) -> PendingImages:
@@ -84,9 +115,6 @@ class LoadProbe(Resource):
         self.status.reset()
         images_buf = self._launch_chunk(tmap, tma_coords, box_offset, image_bytes, poison)
         return PendingImages(self, images_buf, (len(tma_coords), image_bytes))
-
-    def _parts(self) -> tuple:
-        return self.scratch, self.status
 
 
 class PendingImages:
@@ -142,11 +170,10 @@ def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndar
     diff = np.flatnonzero(got != want)
     lines = [f"load at coordinates {tuple(int(v) for v in coords)} (NumPy order), box offset {box_offset}: "
              f"{diff.size} of {got.size} bytes differ", spec.describe()]
-    for pos in diff[:limit]:
-        rel = int(pos) - box_offset
-        where = (f"box byte {rel}, row {rel // spec.row_pitch_bytes}, byte {rel % spec.row_pitch_bytes} of the "
-                 "pitch (before swizzle)" if 0 <= rel < spec.smem_bytes else "outside the box footprint")
-        lines.append(f"  image byte {int(pos)}: got 0x{int(got[pos]):02x}, expected 0x{int(want[pos]):02x} ({where})")
+    pitch = spec.row_pitch_bytes
+    lines += mismatch_lines(diff[:limit], got, want, box_offset, lambda rel: (
+        f"box byte {rel}, row {rel // pitch}, byte {rel % pitch} of the pitch (before swizzle)"
+        if 0 <= rel < spec.smem_bytes else "outside the box footprint"))
     return "\n".join(lines)
 
 

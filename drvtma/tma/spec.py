@@ -70,6 +70,8 @@ class OobFill(IntEnum):
     NAN = 1  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
 
 
+_ENUM_FIELDS = (("interleave", Interleave), ("swizzle", Swizzle), ("l2_promotion", L2Promotion),
+                ("oob_fill", OobFill))
 SWIZZLE_SPAN_BYTES = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128}
 SM100_ONLY_SWIZZLES = {4: "128B_ATOM_32B", 5: "128B_ATOM_32B_FLIP_8B", 6: "128B_ATOM_64B"}
 
@@ -117,13 +119,29 @@ def to_tma_order(values) -> tuple:
 
 
 @dataclass(frozen=True)
-class TmaParams:
-    """What cuTensorMapEncodeTiled receives, in its own order (fastest dimension first, strides for dims 1..)."""
+class MapParams:
+    """What every cuTensorMapEncode* call receives first (fastest dimension first, strides for dims 1..); a subclass
+    adds its own arguments, then element_strides, interleave, swizzle, l2_promotion, oob_fill."""
 
     dtype_enum: int
     rank: int
     global_dim: tuple[int, ...]
     global_strides: tuple[int, ...]
+
+    def _own_arguments(self) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
+                f"globalStrides={list(self.global_strides)}, {self._own_arguments()}, "
+                f"elementStrides={list(self.element_strides)}, interleave={self.interleave}, "
+                f"swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, oobFill={self.oob_fill}")
+
+
+@dataclass(frozen=True)
+class TmaParams(MapParams):
+    """What cuTensorMapEncodeTiled receives, in its own order (fastest dimension first, strides for dims 1..)."""
+
     box_dim: tuple[int, ...]
     element_strides: tuple[int, ...]
     interleave: int
@@ -131,15 +149,38 @@ class TmaParams:
     l2_promotion: int
     oob_fill: int
 
-    def describe(self) -> str:
-        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
-                f"globalStrides={list(self.global_strides)}, boxDim={list(self.box_dim)}, "
-                f"elementStrides={list(self.element_strides)}, interleave={self.interleave}, "
-                f"swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, oobFill={self.oob_fill}")
+    def _own_arguments(self) -> str:
+        return f"boxDim={list(self.box_dim)}"
+
+
+class MapGeometry:
+    """What the tiled and the im2col spec compute alike from dtype, shape, strides_bytes and swizzle."""
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def swizzle_span_bytes(self) -> int:
+        return SWIZZLE_SPAN_BYTES.get(self.swizzle, 0)
+
+    @functools.cached_property
+    def extent_bytes(self) -> int:
+        """Bytes from the base address to one past the last element (non-negative strides)."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
 
 
 @dataclass(frozen=True)
-class TensorMapSpec:
+class TensorMapSpec(MapGeometry):
     """A tiled tensor map in NumPy order: ``shape``, ``strides_bytes`` (one per axis, the last = itemsize), ``box``.
 
     Build with `create`, `for_array` or `from_buffer`. Construction normalises types only; `validate` checks rules.
@@ -159,21 +200,8 @@ class TensorMapSpec:
     allow_undocumented: bool = False  # accept INTERLEAVE_32B with a swizzle other than 32B (the driver does)
 
     def __post_init__(self):
-        put = object.__setattr__
-        put(self, "dtype", tma_dtype(self.dtype))
-        put(self, "shape", _int_tuple(self.shape, "shape"))
-        put(self, "strides_bytes", _int_tuple(self.strides_bytes, "strides_bytes"))
-        put(self, "box", _int_tuple(self.box, "box"))
-        es = (1,) * len(self.shape) if self.element_strides is None else self.element_strides
-        put(self, "element_strides", _int_tuple(es, "element_strides"))
-        put(self, "interleave", _enum_value(self.interleave, Interleave, "interleave"))
-        put(self, "swizzle", _enum_value(self.swizzle, Swizzle, "swizzle"))
-        put(self, "l2_promotion", _enum_value(self.l2_promotion, L2Promotion, "l2_promotion"))
-        put(self, "oob_fill", _enum_value(self.oob_fill, OobFill, "oob_fill"))
-        if self.base_address is not None:  # an int or hex text ("0x7f0000001000"), as JSON and the CLI give it
-            put(self, "base_address", address(self.base_address, error=TensorMapError))
-        put(self, "allow_overlap", _flag(self.allow_overlap, "allow_overlap"))
-        put(self, "allow_undocumented", _flag(self.allow_undocumented, "allow_undocumented"))
+        normalise_fields(self, tuples=("box",))
+        object.__setattr__(self, "allow_undocumented", _flag(self.allow_undocumented, "allow_undocumented"))
 
     def __getstate__(self) -> dict:
         """The fields only: encode_tiled's memo of the checked geometry (a driver object) stays behind, so an
@@ -207,16 +235,7 @@ class TensorMapSpec:
         The element type comes from the array (bf16 as bfloat16, fp8 as a uint8 map); ``dtype`` overrides it with
         one of the same size (e.g. "bfloat16" for a uint16 carrier, or an exporter that cannot name its type).
         """
-        from .arrays import array_layout
-
-        layout = array_layout(arr)
-        dt = tma_dtype(dtype if dtype is not None else layout.dtype)
-        if dt.itemsize != layout.dtype.itemsize:
-            raise TensorMapError("dtype_size", "dtype", dt.name, f"use a {layout.dtype.itemsize}-byte type, or "
-                                 "leave dtype out", f"{dt.name} ({dt.itemsize} B) does not match the array's "
-                                 f"{layout.dtype} ({layout.dtype.itemsize} B)")
-        if layout.address is not None:
-            options.setdefault("base_address", layout.address)
+        dt, layout = array_fields(arr, dtype, options)
         return cls(dt, layout.shape, layout.strides_bytes, box, **options)
 
     @classmethod
@@ -271,32 +290,12 @@ class TensorMapSpec:
 
     def to_dict(self) -> dict:
         """JSON-ready fields (enum names, hex address); `from_dict` reads it back."""
-        d = {"dtype": self.dtype.name, "shape": list(self.shape), "strides_bytes": list(self.strides_bytes),
-             "box": list(self.box), "element_strides": list(self.element_strides)}
-        for key, enum in (("interleave", Interleave), ("swizzle", Swizzle), ("l2_promotion", L2Promotion),
-                          ("oob_fill", OobFill)):
-            v = getattr(self, key)
-            d[key] = v.name if isinstance(v, enum) else int(v)
-        if self.base_address is not None:
-            d["base_address"] = hex(self.base_address)
-        if self.allow_overlap:
-            d["allow_overlap"] = True
+        d = fields_dict(self, box=list(self.box))
         if self.allow_undocumented:
             d["allow_undocumented"] = True
         return d
 
-    def replace(self, **changes) -> TensorMapSpec:
-        return dataclasses.replace(self, **changes)
-
-    # ---- geometry (shared with drvtma.tma.oracle)
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
+    # ---- geometry (shared with drvtma.tma.oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
     @property
     def loaded_counts(self) -> tuple[int, ...]:
         """Elements one load delivers per axis (NumPy order): ceil(box/element stride), the innermost axis whole."""
@@ -304,10 +303,6 @@ class TensorMapSpec:
         if counts and self.interleave == Interleave.NONE:
             counts[-1] = self.box[-1]  # the dim-0 element stride is ignored without interleave [doc, seen]
         return tuple(counts)
-
-    @property
-    def swizzle_span_bytes(self) -> int:
-        return SWIZZLE_SPAN_BYTES.get(self.swizzle, 0)
 
     @property
     def row_pitch_bytes(self) -> int:
@@ -323,13 +318,6 @@ class TensorMapSpec:
     def smem_bytes(self) -> int:
         """Shared memory one box occupies: rows x row pitch."""
         return math.prod(self.loaded_counts[:-1]) * self.row_pitch_bytes
-
-    @functools.cached_property
-    def extent_bytes(self) -> int:
-        """Bytes from the base address to one past the last element (non-negative strides)."""
-        if any(n == 0 for n in self.shape):
-            return 0
-        return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
 
     def tma_params(self) -> TmaParams:
         """The driver's arguments. Rank 1 gets one dummy stride: the driver refuses an empty list [seen]."""
@@ -372,6 +360,53 @@ _OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion"
 
 def _smem_limit(value) -> int:
     return as_int(value, "smem_limit", error=TensorMapError, rule="type", lo=0)
+
+
+def normalise_fields(spec, *, tuples=(), ints=()) -> None:
+    """Normalise the fields every spec has (dtype, shape, strides_bytes, element_strides, the four enums,
+    base_address, allow_overlap) and a spec's own int tuples and ints, in the order a user reads them."""
+    put = object.__setattr__
+    put(spec, "dtype", tma_dtype(spec.dtype))
+    for name in ("shape", "strides_bytes", *tuples):
+        put(spec, name, _int_tuple(getattr(spec, name), name))
+    for name in ints:
+        put(spec, name, as_int(getattr(spec, name), name, error=TensorMapError, rule="type"))
+    es = (1,) * len(spec.shape) if spec.element_strides is None else spec.element_strides
+    put(spec, "element_strides", _int_tuple(es, "element_strides"))
+    for name, enum in _ENUM_FIELDS:
+        put(spec, name, _enum_value(getattr(spec, name), enum, name))
+    if spec.base_address is not None:  # an int or hex text ("0x7f0000001000"), as JSON and the CLI give it
+        put(spec, "base_address", address(spec.base_address, error=TensorMapError))
+    put(spec, "allow_overlap", _flag(spec.allow_overlap, "allow_overlap"))
+
+
+def fields_dict(spec, **own) -> dict:
+    """JSON-ready common fields around a spec's `own` ones (enum names, hex address, allow_overlap when set)."""
+    d = {"dtype": spec.dtype.name, "shape": list(spec.shape), "strides_bytes": list(spec.strides_bytes), **own,
+         "element_strides": list(spec.element_strides)}
+    for key, enum in _ENUM_FIELDS:
+        v = getattr(spec, key)
+        d[key] = v.name if isinstance(v, enum) else int(v)
+    if spec.base_address is not None:
+        d["base_address"] = hex(spec.base_address)
+    if spec.allow_overlap:
+        d["allow_overlap"] = True
+    return d
+
+
+def array_fields(arr, dtype, options: dict):
+    """(dtype, layout) of an array for a spec; its device address becomes options' base_address."""
+    from .arrays import array_layout
+
+    layout = array_layout(arr)
+    dt = tma_dtype(dtype if dtype is not None else layout.dtype)
+    if dt.itemsize != layout.dtype.itemsize:
+        raise TensorMapError("dtype_size", "dtype", dt.name, f"use a {layout.dtype.itemsize}-byte type, or "
+                             "leave dtype out", f"{dt.name} ({dt.itemsize} B) does not match the array's "
+                             f"{layout.dtype} ({layout.dtype.itemsize} B)")
+    if layout.address is not None:
+        options.setdefault("base_address", layout.address)
+    return dt, layout
 
 
 def contiguous_strides_bytes(shape, itemsize: int) -> tuple[int, ...]:
