@@ -3,21 +3,12 @@
 // Rank, coordinates, base offset, image size and expect_tx are runtime values: one cubin serves every spec.
 #include <drvtma/image.cuh>
 
-// The image starts at a 1024-byte aligned shared address, so the swizzle phase (period up to 1024 B) of the
-// destination is exactly `box_offset`, whatever the compiler puts before the dynamic region.
-
 extern "C" __global__ void load_probe(const __grid_constant__ CUtensorMap map, int rank,
-                                      const int* coords,       // [gridDim.x][5], dim 0 (fastest) first
-                                      u32 box_offset,          // bytes into the image, a multiple of 128
-                                      u32 image_bytes,         // a multiple of 16
-                                      u32 tx_bytes,            // what the oracle says one load delivers
-                                      u32 poison,              // 32-bit pattern for every byte not loaded
-                                      u32* images,             // [gridDim.x][image_bytes / 4]
+                                      const int* coords,  // [gridDim.x][5], dim 0 (fastest) first
+                                      // the image arguments (image.cuh, probe_image)
+                                      u32 box_offset, u32 image_bytes, u32 tx_bytes, u32 poison, u32* images,
                                       DrvtmaStatus* status) {
-    extern __shared__ unsigned char smem_raw[];
-    __shared__ u64 bar;
-    u32* image = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
-    init_block_barriers({&bar, 1, 1});
-    load_one_image(&map, rank, coords + 5 * blockIdx.x, box_offset, image_bytes, tx_bytes, poison, image, images,
-                   &bar, status);
+    const ProbeImage p = probe_image();
+    load_one_image(&map, rank, coords + 5 * blockIdx.x, box_offset, image_bytes, tx_bytes, poison, p.image, images,
+                   p.bar, status);
 }

@@ -17,9 +17,15 @@ MARGIN, OFFSET_W = 10, 52
 
 
 @dataclass(frozen=True)
-class Rect:
+class Item:
+    """Where a primitive stands, in pixels: a Rect's top-left corner, a Text's baseline start."""
+
     x: float
     y: float
+
+
+@dataclass(frozen=True)
+class Rect(Item):
     w: float
     h: float
     fill: str
@@ -29,9 +35,7 @@ class Rect:
 
 
 @dataclass(frozen=True)
-class Text:
-    x: float
-    y: float
+class Text(Item):
     text: str
     role: str  # "cell" (a cell's label: data-offset says which), "feed", "title", "note", "legend", "offset"
     offset: int = -1

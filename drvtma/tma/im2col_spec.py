@@ -45,10 +45,6 @@ class Im2colParams(MapParams):
     l2_promotion: int
     oob_fill: int
 
-    def _own_arguments(self) -> str:
-        return (f"pixelBoxLowerCorner={list(self.lower_corner)}, pixelBoxUpperCorner={list(self.upper_corner)}, "
-                f"channelsPerPixel={self.channels_per_pixel}, pixelsPerColumn={self.pixels_per_column}")
-
 
 @dataclass(frozen=True)
 class Im2colSpec(MapGeometry):

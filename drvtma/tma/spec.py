@@ -121,21 +121,30 @@ def to_tma_order(values) -> tuple:
 @dataclass(frozen=True)
 class MapParams:
     """What every cuTensorMapEncode* call receives first (fastest dimension first, strides for dims 1..); a subclass
-    adds its own arguments, then element_strides, interleave, swizzle, l2_promotion, oob_fill."""
+    adds the rest of its call's arguments, in the call's order."""
 
     dtype_enum: int
     rank: int
     global_dim: tuple[int, ...]
     global_strides: tuple[int, ...]
 
-    def _own_arguments(self) -> str:
-        raise NotImplementedError
-
     def describe(self) -> str:
-        return (f"tensorDataType={self.dtype_enum}, tensorRank={self.rank}, globalDim={list(self.global_dim)}, "
-                f"globalStrides={list(self.global_strides)}, {self._own_arguments()}, "
-                f"elementStrides={list(self.element_strides)}, interleave={self.interleave}, "
-                f"swizzle={self.swizzle}, l2Promotion={self.l2_promotion}, oobFill={self.oob_fill}")
+        """The arguments as the driver names them, in its order (the fields' order)."""
+        return ", ".join(f"{_DRIVER_ARGUMENT[f.name]}={_shown(getattr(self, f.name))}"
+                         for f in dataclasses.fields(self))
+
+
+# Each params field's name in the cuTensorMapEncode* signatures.
+_DRIVER_ARGUMENT = {"dtype_enum": "tensorDataType", "rank": "tensorRank", "global_dim": "globalDim",
+                    "global_strides": "globalStrides", "box_dim": "boxDim", "lower_corner": "pixelBoxLowerCorner",
+                    "upper_corner": "pixelBoxUpperCorner", "channels_per_pixel": "channelsPerPixel",
+                    "pixels_per_column": "pixelsPerColumn", "element_strides": "elementStrides",
+                    "interleave": "interleave", "swizzle": "swizzle", "l2_promotion": "l2Promotion",
+                    "oob_fill": "oobFill"}
+
+
+def _shown(value) -> str:
+    return str(list(value)) if isinstance(value, tuple) else str(value)
 
 
 @dataclass(frozen=True)
@@ -148,9 +157,6 @@ class TmaParams(MapParams):
     swizzle: int
     l2_promotion: int
     oob_fill: int
-
-    def _own_arguments(self) -> str:
-        return f"boxDim={list(self.box_dim)}"
 
 
 class MapGeometry:

@@ -43,3 +43,21 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
     return load_one_image_by([&](void* dst) { tma_load(dst, map, rank, c, bar); }, box_offset, image_bytes, tx,
                              poison, image, images, bar, status);
 }
+
+// A probe's image and barrier: a 1024-byte aligned image in dynamic shared memory (so the swizzle phase of the
+// destination is exactly `box_offset`, whatever the compiler puts before the dynamic region) and one barrier, freshly
+// initialised for one arrival. Every probe kernel takes the image arguments as drvtma/tma/probe.py passes them:
+// box_offset (bytes into the image, a multiple of 128), image_bytes (a multiple of 16), tx_bytes (what the oracle says
+// one load delivers), poison (32-bit pattern for every byte not loaded), images ([gridDim.x][image_bytes / 4]), status.
+struct ProbeImage {
+    u32* image;
+    u64* bar;
+};
+
+__device__ __forceinline__ ProbeImage probe_image() {
+    extern __shared__ unsigned char smem_raw[];
+    __shared__ u64 bar;
+    u32* image = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
+    init_block_barriers({&bar, 1, 1});
+    return {image, &bar};
+}
