@@ -14,11 +14,8 @@ extern "C" __global__ void tile_copy(const __grid_constant__ CUtensorMap map,
     __shared__ u64 bar;
     u32* tile = reinterpret_cast<u32*>(align_smem_1024(smem_raw));
     init_block_barriers({&bar, 1, 1});
-    if (is_issuer()) {
-        mbar_arrive_expect_tx(&bar, box_bytes);
-        tma_load_2d(tile, &map, coords[2 * blockIdx.x], coords[2 * blockIdx.x + 1], &bar);
-    }
-    if (!mbar_wait(&bar, 0, status, 0, 0, blockIdx.x)) return;  // bounded: a lost copy is a BarrierTimeout
+    // the issuer arms the barrier and loads; every thread waits, bounded: a lost copy is a BarrierTimeout
+    if (!tma_load_2d_block(tile, &map, coords, &bar, box_bytes, status)) return;
     u32* mine = out + static_cast<size_t>(blockIdx.x) * (box_bytes / 4);
     for (u32 i = threadIdx.x; i < box_bytes / 4; i += blockDim.x) mine[i] = tile[i];
 }
