@@ -47,6 +47,18 @@ def _spec_from_options(options: dict) -> TensorMapSpec | None:
     return TensorMapSpec.from_dict({k: v for k, v in d.items() if k != "base_address"})
 
 
+def build_boxes(ch, spec: TensorMapSpec, max_boxes: int, coordinates) -> tuple[np.ndarray, tuple | None]:
+    """1..max_boxes boxes (a choice), each `coordinates()`: (boxes x rank, the trace positions `focus` reads)."""
+    count_at = ch.position()
+    n = ch.integer(1, max_boxes)
+    starts, coords = [], []
+    for _ in range(n):
+        starts.append(ch.position())
+        coords.append(coordinates())
+    layout = (count_at, starts, ch.position()) if count_at is not None else None
+    return np.array(coords, dtype=np.int64).reshape(n, spec.rank), layout
+
+
 def image_differences(spec, box_offset, got, want, limit=DIFF_LIMIT) -> list[dict]:
     """The first differing bytes of one image, with where they sit in the box."""
     out = []
@@ -152,15 +164,8 @@ class LoadsTarget(Target):
         offset = ch.integer(0, (options["pool_bytes"] - spec.extent_bytes - 1024) // align) * align
         box_offset = 128 * ch.integer(0, 7)
         poison = ch.integer(0, (1 << 32) - 1)
-        count_at = ch.position()
-        n = ch.integer(1, options["max_boxes"])
-        starts, coords = [], []
-        for _ in range(n):
-            starts.append(ch.position())
-            coords.append(build_coordinates(ch, spec))
-        layout = (count_at, starts, ch.position()) if count_at is not None else None
-        return LoadCase(spec, offset, np.array(coords, dtype=np.int64).reshape(n, spec.rank), box_offset, poison,
-                        layout)
+        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: build_coordinates(ch, spec))
+        return LoadCase(spec, offset, coords, box_offset, poison, layout)
 
     def focus(self, trace, case: LoadCase, outcome: Outcome):
         """Only the boxes that differed (at most 4), the count choice set to match."""

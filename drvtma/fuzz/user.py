@@ -21,7 +21,7 @@ from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
 from ..testing import build_coordinates, build_valid_spec
 from . import kernel as K
-from .loads import LoadsTarget
+from .loads import LoadsTarget, build_boxes
 from .stores import StoreFuzzCase, StoresTarget
 from .targets import Outcome, Session, Target, spec_labels
 
@@ -119,14 +119,8 @@ class KernelLoadsTarget(Target):
         spec = (TensorMapSpec.from_dict(options["spec"]) if options.get("spec")
                 else specs.load_spec(ch, options))
         data_seed = ch.integer(0, (1 << 32) - 1)
-        count_at = ch.position()
-        n = ch.integer(1, options["max_boxes"])
-        starts, coords = [], []
-        for _ in range(n):
-            starts.append(ch.position())
-            coords.append(specs.load_coordinates(ch, spec))
-        layout = (count_at, starts, ch.position()) if count_at is not None else None
-        return KernelLoadCase(spec, np.array(coords, dtype=np.int64).reshape(n, spec.rank), data_seed, layout)
+        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: specs.load_coordinates(ch, spec))
+        return KernelLoadCase(spec, coords, data_seed, layout)
 
     def labels(self, case: KernelLoadCase) -> dict:
         return spec_labels(case.spec)
