@@ -21,11 +21,12 @@ HEX_LIMIT = 64 << 10  # images up to this size go into the JSON whole
 
 
 def _images(value, name: str, boxes: int) -> np.ndarray:
+    """(boxes, image bytes) of a NumPy array of any element type; ArgumentError for anything else."""
     a = np.ascontiguousarray(value)
-    a = a.view(np.uint8).reshape(boxes, -1) if a.size else a.reshape(boxes, 0)
-    if a.shape[1] == 0:
-        raise ArgumentError("show_option", name, a.shape, "give one image of bytes per box")
-    return a
+    if a.dtype.hasobject or a.nbytes == 0 or a.nbytes % boxes:
+        raise ArgumentError("show_option", name, f"{a.dtype} array of shape {a.shape}",
+                            f"give one image of bytes per box ({boxes} boxes), e.g. (boxes, image bytes) uint8")
+    return a.reshape(-1).view(np.uint8).reshape(boxes, -1)
 
 
 def check_images(spec: TensorMapSpec, coords, got, want, *, box_offset: int = 0, out=".",
