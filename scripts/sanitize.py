@@ -46,6 +46,7 @@ FAMILIES: dict[str, list[str]] = {
     "bench_kernels": [FAMILY_SCRIPT, "bench_kernels"],  # roof read, a TMA ring, multicast bench, launch cost
     "store_roundtrip": [str(ROOT / "scripts" / "bench_store.py"), "--mib", "4", "--repeats", "1", "--stages", "2"],
     "gemm": [str(ROOT / "scripts" / "sanitize_gemm.py")],                # the GEMM: bf16, fp8, ragged, variants
+    "bank_probe": [FAMILY_SCRIPT, "bank_probe"],        # the ld.shared bank-conflict timing kernel
 }
 
 TOOLS: dict[str, list[str]] = {

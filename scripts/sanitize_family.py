@@ -167,6 +167,22 @@ def release_repro() -> None:
 
 
 @family
+def bank_probe() -> None:
+    """The bank-conflict timing kernel (cu/show/bank_probe.cu), 2 warps: a 32-lane word request and an 8-lane
+    16-byte one. Each lane XORs an even number of loads of one address, so every sink word must be 0."""
+    from drvtma import DeviceBuffer, load_module, synchronize
+
+    kernel = load_module("show/bank_probe.cu").kernel("bank_probe")
+    for width, active, step in ((4, 32, 128), (16, 8, 16)):
+        offsets = np.arange(32, dtype=np.uint32) * step
+        with DeviceBuffer.from_array(offsets) as offs, DeviceBuffer(8) as cycles, DeviceBuffer(4 * 64) as sink:
+            kernel.launch(offs, width, active, 4, cycles, sink, grid=1, block=64)
+            synchronize()
+            if sink.download(np.uint32).any() or not cycles.download(np.uint64)[0]:
+                raise SystemExit(f"bank_probe width {width}: sink {sink.download(np.uint32)[:8]}, cycles 0?")
+
+
+@family
 def bench_kernels() -> None:
     """The benchmarks' own kernels, small and verified as the benchmarks verify them: the roof's plain read kernel
     and a TMA ring, the multicast bench (own copies and multicast), the launch-cost kernels and the empty kernel."""

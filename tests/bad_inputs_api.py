@@ -23,6 +23,8 @@ from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, 
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
 from drvtma.gemm import GemmConfig
 from drvtma.show import bank_report, cells, draw_image, overlay
+from drvtma.show.failure import failure_svg
+from drvtma.testing.failures import check_images
 from drvtma.runtime.cluster_launch import check_cluster_shape
 from drvtma.tma import decode as D
 from drvtma.tma import replace as R
@@ -448,6 +450,11 @@ CASES: list[ApiCase] = [
     ApiCase("show-pattern-unknown", lambda: bank_report(draw_image(wgmma_spec()), "diagonal"), A, ("pattern",)),
     ApiCase("show-operand-c", lambda: overlay(draw_image(wgmma_spec()), "C"), A, ("wgmma", "C")),
     ApiCase("show-major-x", lambda: overlay(draw_image(wgmma_spec()), "B", "X"), W, ("major",)),
+    ApiCase("check-images-shape", lambda: check_images(wgmma_spec(), [(0, 0)], np.zeros((1, 16), np.uint8),
+                                                       np.zeros((1, 32), np.uint8)), A, ("got", "(1, 32)")),
+    ApiCase("check-images-empty", lambda: check_images(wgmma_spec(), [(0, 0)], np.zeros(0), np.zeros(0)), A,
+            ("got",)),
+    ApiCase("failure-svg-hex", lambda: failure_svg(wgmma_spec(), (0, 0), 0, "zz", "zz"), A, ("expected",)),
     # ---- capabilities
     ApiCase("capability-target-text", lambda: capabilities.parse_target("hopper"), A, ("target", "hopper")),
     ApiCase("capability-unknown-feature", lambda: capabilities.require("warp_magic", capabilities.HOPPER), A,

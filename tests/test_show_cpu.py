@@ -265,6 +265,11 @@ PICTURES = {
     "wgmma-B-wrong-swizzle.svg": (*MAP, "--wgmma", "B", "--descriptor", WRONG_SWIZZLE, "--banks", "none"),
     "f32-64B-edge-fill.svg": ("--dtype", "f32", "--shape", "20,20", "--box", "8,8", "--swizzle", "64B",
                               "--at", "16,16", "--oob-fill", "nan", "--cells", "element", "--banks", "none"),
+    # the README's (small enough to show as PNG renders, tests/screenshots.py)
+    "bf16-16x64-128B-base512.svg": ("--dtype", "bf16", "--shape", "64,64", "--box", "16,64", "--swizzle", "128B",
+                                    "--base-offset", "512", "--banks", "ldmatrix,column"),
+    "wgmma-B16-wrong-swizzle.svg": ("--dtype", "bf16", "--shape", "64,64", "--box", "16,64", "--swizzle", "128B",
+                                    "--wgmma", "B", "--descriptor", WRONG_SWIZZLE, "--banks", "none"),
 }
 
 

@@ -151,6 +151,8 @@ def fuzz_command(argv: list[str]) -> int:
     print(f"reports: {md}, {js}")
     for path in reproducers:
         print(f"reproducer: {path}  (drvtma repro {path})")
+        if Path(path).with_suffix(".svg").exists():
+            print(f"picture: {Path(path).with_suffix('.svg')}")
     record_figure({"test": "fuzz_campaign", "target": target.name, "cases": result.cases, "size": result.size,
                    "unit": target.unit, "seconds": round(result.seconds, 3),
                    "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
@@ -206,6 +208,14 @@ def repro_command(argv: list[str]) -> int:
     if outcome.ok:
         print("\nthe case passes now (recorded: it failed)")
         return 0
+    try:
+        target = get_target(recorded["target"])
+        svg = report.write_picture(target, target.case_from_json(recorded["case"], recorded["options"]), outcome,
+                                   args.file)
+        if svg:
+            print(f"picture: {svg}")
+    except OSError as exc:  # a reproducer in a folder we cannot write: the diff above still stands
+        print(f"no picture written: {exc}")
     same = report.same_diff(recorded["result"], outcome)
     print("\nsame diff as recorded" if same else "\nthe diff differs from the recorded one", file=sys.stdout)
     return 1

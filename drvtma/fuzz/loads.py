@@ -180,6 +180,14 @@ class LoadsTarget(Target):
     def labels(self, case: LoadCase) -> dict:
         return spec_labels(case.spec)
 
+    def picture(self, case: LoadCase, outcome: Outcome) -> str | None:
+        """The first differing box's image (`show.failure`); None when the reproducer holds no image bytes."""
+        if outcome.ok or outcome.expected is None or not outcome.bad:
+            return None
+        from ..show.failure import failure_svg
+
+        return failure_svg(case.spec, case.coords[outcome.bad[0]], case.box_offset, outcome.expected, outcome.got)
+
     def size(self, case: LoadCase) -> int:
         return len(case.coords)
 

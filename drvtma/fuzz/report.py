@@ -106,13 +106,30 @@ def reproducer(target, result: CampaignResult, failure: Failure) -> dict:
             "result": outcome_json(outcome)}
 
 
+def write_picture(target, case, outcome: Outcome, json_path) -> str | None:
+    """The failure's SVG beside its reproducer (same name, .svg); None when the target draws none."""
+    svg = target.picture(case, outcome)
+    if svg is None:
+        return None
+    path = Path(json_path).with_suffix(".svg")
+    path.write_text(svg)
+    return str(path)
+
+
 def write_reproducers(target, result: CampaignResult, out: Path) -> list[str]:
+    """One JSON per failure; beside the first, its picture (named in the JSON's "picture")."""
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for n, failure in enumerate(result.failures):
         tag = f"case{failure.index}" if failure.index is not None else f"db{n}"
         path = out / f"repro-{target.name}-seed{result.seed}-{re.sub(r'[^A-Za-z0-9_-]', '', tag)}.json"
-        path.write_text(json.dumps(reproducer(target, result, failure), indent=2, default=str) + "\n")
+        d = reproducer(target, result, failure)
+        if n == 0:
+            case = failure.shrunk_case if failure.shrunk_case is not None else failure.case
+            svg = write_picture(target, case, failure.shrunk_outcome or failure.outcome, path)
+            if svg:
+                d["picture"] = Path(svg).name
+        path.write_text(json.dumps(d, indent=2, default=str) + "\n")
         paths.append(str(path))
     return paths
 

@@ -145,6 +145,10 @@ class Target:
     def focus(self, trace: list[int], case, outcome: Outcome) -> list[int]:
         return trace
 
+    def picture(self, case, outcome: Outcome) -> str | None:
+        """The SVG of the case's first failing part, expected vs got (None: this target draws none)."""
+        return None
+
 
 def register(target: Target, *, replace: bool = False) -> Target:
     """Make `target` available to `drvtma fuzz NAME` (and `drvtma repro`) in this process."""

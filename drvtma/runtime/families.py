@@ -55,6 +55,7 @@ FAMILIES = {
     "tma/global_map_bench.cu": _f("tensormap_replace", "UTMALDG UTMACCTL SYNCS"),
     "wgmma/wgmma_probe.cu": _f("wgmma"),
     "gemm/gemm_ws.cu": _f("wgmma setmaxnreg multicast"),
+    "show/bank_probe.cu": _f(),
 }
 
 

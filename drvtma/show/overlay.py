@@ -34,6 +34,16 @@ class Overlay:
     wrong: set[int] = field(default_factory=set)
     first_mismatch: str = ""
     reads: int = 0  # elements read, all k-steps
+    mark_label = "wrong read"  # the legend's word for a marked cell
+
+    def notes(self) -> list[str]:
+        """The lines under the picture: what the second line of a cell says, the descriptors, the verdict."""
+        out = [f"wgmma operand {self.operand}, {self.major}-major: second line = k-step s, operand row r, k it "
+               f"feeds; {len(self.descriptors)} descriptor(s):"]
+        out += [f"  k-step {s}: {d.describe()}" for s, d in enumerate(self.descriptors)]
+        out.append(f"MISMATCH: {len(self.wrong)} image element(s) read wrongly; first: {self.first_mismatch}"
+                   if self.wrong else f"every one of the {self.reads} reads finds the element it expects")
+        return out
 
     def feed_label(self, offsets) -> str:
         """Which (row, k) the elements at `offsets` feed: "s0 r3 k0-7" per k-step (rows or ks in a run)."""

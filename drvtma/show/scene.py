@@ -73,6 +73,8 @@ def cell_fill(cell: Cell, colour: str) -> tuple[str, bool]:
 
 def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: Overlay | None = None,
           banks: tuple[BankReport, ...] = ()) -> Scene:
+    """`over`: a wgmma overlay, or anything with its `wrong`, `feed_label`, `notes()` and `mark_label` (a
+    failure's `show.failure.Difference`): marked cells get a red border, every cell its second line."""
     check_choice(colour, "colour", COLOURS)
     grid = cells(picture, unit)
     per_line = 2 if over else 1
@@ -100,7 +102,7 @@ def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: O
         y += ch
     width = MARGIN * 2 + OFFSET_W + max(len(line) for line in grid) * cw if grid else 400
     y += 8
-    notes = legend(picture, colour, unit, y, items)
+    notes = legend(picture, colour, unit, y, items, over.mark_label if over is not None else "wrong read")
     y = notes
     for line in _notes(over, banks):
         colour_ = WRONG if line.startswith("MISMATCH") else "#000000"
@@ -110,8 +112,8 @@ def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: O
     return Scene(width, y + MARGIN, tuple(items))
 
 
-def legend(picture: Picture, colour: str, unit: str, y: float, items: list) -> float:
-    """Swatches: the palette's keys, fill, padding, a wrong read; returns the y below them."""
+def legend(picture: Picture, colour: str, unit: str, y: float, items: list, mark: str = "wrong read") -> float:
+    """Swatches: the palette's keys, fill, padding, a marked cell (`mark`); returns the y below them."""
     what = "box row" if colour == "row" else "chunk of its row (before the swizzle)"
     items.append(Text(MARGIN, y + LINE_H, f"legend: cell = one {'16-byte chunk' if unit == 'chunk' else 'element'}"
                       f" labelled with the global coordinates it holds (NumPy order, a..b = a run); colour = "
@@ -125,18 +127,14 @@ def legend(picture: Picture, colour: str, unit: str, y: float, items: list) -> f
         items.append(Text(x + 18, y + 10, text, "legend"))
         x += 18 + CHAR_W * len(text) + 12
     items.append(Rect(x, y, 14, 12, PADDING, WRONG, 2.5))
-    items.append(Text(x + 18, y + 10, "wrong read", "legend"))
+    items.append(Text(x + 18, y + 10, mark, "legend"))
     return y + 18
 
 
 def _notes(over: Overlay | None, banks) -> list[str]:
     out = []
     if over is not None:
-        out.append(f"wgmma operand {over.operand}, {over.major}-major: second line = k-step s, operand row r, k "
-                   f"it feeds; {len(over.descriptors)} descriptor(s):")
-        out += [f"  k-step {s}: {d.describe()}" for s, d in enumerate(over.descriptors)]
-        out.append(f"MISMATCH: {len(over.wrong)} image element(s) read wrongly; first: {over.first_mismatch}"
-                   if over.wrong else f"every one of the {over.reads} reads finds the element it expects")
+        out += over.notes()
     if banks:
         out.append(f"bank model: {MODEL}")
         out += [f"  {b.describe()}" for b in banks]

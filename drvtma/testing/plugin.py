@@ -6,6 +6,8 @@
   sm_90a; this is sm_120 (...)"), on a GPU or a forced ``DRVTMA_ARCH`` build target without the feature;
 - ``drvtma_ctx`` (session): the primary context of a GPU with TMA (compute capability 9.0 or newer), or that skip;
 - ``tma_probe`` (session): a `drvtma.tma.probe.LoadProbe` (the batched load probe), closed at the end;
+- ``tma_check``: `drvtma.testing.failures.check_images` writing into the test's tmp_path: on a mismatch a JSON
+  reproducer and the picture of the first differing box (SVG, expected vs got), both named in the failure;
 - hypothesis profiles ``drvtma-ci`` (no deadline: first calls compile kernels) and ``drvtma-gpu-long`` (2000
   examples), loaded when ``DRVTMA_HYPOTHESIS_PROFILE`` names one (``ci`` and ``gpu-long`` work too), or with
   hypothesis' own ``--hypothesis-profile``.
@@ -121,6 +123,17 @@ def tma_probe(drvtma_ctx):
     probe = LoadProbe()
     yield probe
     probe.close()
+
+
+@pytest.fixture
+def tma_check(tmp_path, request):
+    """`tma_check(spec, coords, got, want, box_offset=0)`: passes when the images agree; else fails naming the
+    JSON reproducer and the SVG picture it wrote into the test's tmp_path."""
+    import functools
+
+    from .failures import check_images
+
+    return functools.partial(check_images, out=tmp_path, name=request.node.name)
 
 
 @pytest.fixture(autouse=True)
