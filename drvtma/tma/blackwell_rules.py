@@ -1,6 +1,6 @@
 """The map rules Blackwell adds, each named with a fix, as entries of `rules.RULES` (and the gather4 / scatter4
 table): what a target's GPU must offer (`needs_subbyte_maps`, `needs_swizzle_atoms`), the packed types' own rules,
-the 1024-B shared alignment of 128-B swizzles, and gather4 / scatter4 maps.
+the 1024-B shared alignment of 128-B swizzles, gather4 / scatter4 maps and the NumPy oracle of gather4's rows.
 
 Sources: the driver API docs (cuTensorMapEncodeTiled, CUtensorMapDataType, CUtensorMapSwizzle), the PTX ISA
 ("Restriction on Tensor Copy instructions", cp.async.bulk.tensor .tile::gather4 / .tile::scatter4), CuTe DSL's
@@ -11,7 +11,9 @@ every other rule here is documented but not yet run on a GPU (no Blackwell drive
 
 from __future__ import annotations
 
-from ..errors import Rule, TensorMapError, broken_rules
+import numpy as np
+
+from ..errors import Rule, TensorMapError, as_ints, broken_rules
 from ..runtime.capabilities import targets_with
 from .spec import Interleave, Swizzle
 from .targets import spec_features, spec_target
@@ -37,6 +39,12 @@ def needed_features(spec) -> list[tuple[str, str, str]]:
     return out
 
 
+def _needs(feature: str) -> str:
+    """"sm_100a, sm_103a or sm_120a": the targets whose GPUs offer `feature`."""
+    where = targets_with(feature)
+    return ", ".join(where[:-1]) + f" or {where[-1]}" if len(where) > 1 else where[0]
+
+
 def _target_holds(spec, _limit=None) -> bool:
     if spec.dtype.enum < 13 and spec.swizzle < 4:  # every sm_90 map: no target looked up
         return True
@@ -50,12 +58,10 @@ def _check_target(spec, _limit=None):
     features, target = spec_features(spec), spec_target(spec)
     for feature, what, fix in needed_features(spec):
         if feature not in features:
-            where = targets_with(feature)
-            needs = ", ".join(where[:-1]) + f" or {where[-1]}" if len(where) > 1 else where[0]
             param = "dtype" if feature == "subbyte_maps" else "swizzle"
             yield TensorMapError(f"needs_{feature}", param, what,
-                                 f"give target='{where[0]}' (or --target) for a Blackwell GPU, or {fix}",
-                                 f"{what} needs {needs}; the target is {target}")
+                                 f"give target='{targets_with(feature)[0]}' (or --target) for a Blackwell GPU, or "
+                                 f"{fix}", f"{what} needs {_needs(feature)}; the target is {target}")
 
 
 def _packed_layout_holds(spec, _limit=None) -> bool:
@@ -131,9 +137,8 @@ def _check_gather(spec, scatter: bool = False):
     GPU)."""
     op = "scatter4" if scatter else "gather4"
     if op not in spec_features(spec):
-        where = " or ".join(targets_with(op))
         yield TensorMapError(f"needs_{op}", "target", spec_target(spec), f"give target='{targets_with(op)[0]}'",
-                             f"{op} needs {where}; the target is {spec_target(spec)}")
+                             f"{op} needs {_needs(op)}; the target is {spec_target(spec)}")
     if spec.rank != 2:
         yield TensorMapError(f"{op}_rank", "shape", spec.shape, "describe the tensor as 2-D (rows, columns)",
                              f"{op} maps are 2-D; this one has rank {spec.rank}")
@@ -155,3 +160,19 @@ def validate_gather4(spec, *, scatter: bool = False) -> list[TensorMapError]:
     from .rules import validate_all
 
     return validate_all(spec) + broken_rules(GATHER_RULES, spec, scatter)
+
+
+def gather4_values(spec, global_bytes, col: int, rows) -> np.ndarray:
+    """The four rows one .tile::gather4 load moves, as raw bits: (4, box[1]), row i holding tensor row rows[i] from
+    column `col` on, the fill outside the tensor (the tiled oracle's `box_values`, one 1-row box per row; the rows
+    land in shared memory in this order as one 4 x box[1] box; not yet run on a GPU)."""
+    from .oracle import box_values
+
+    errors = validate_gather4(spec)
+    if errors:
+        raise errors[0]
+    rows = as_ints(rows, "rows", error=TensorMapError, rule="gather4_rows")
+    if len(rows) != 4:
+        raise TensorMapError("gather4_rows", "rows", rows, "give four row coordinates (repeat one to load it twice)",
+                             f"gather4 names four rows, not {len(rows)}")
+    return box_values(spec, global_bytes, [(r, int(col)) for r in rows]).reshape(4, -1)
