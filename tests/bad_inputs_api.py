@@ -476,4 +476,16 @@ CASES: list[ApiCase] = [
             ("offset_range", "offsets")),
     ApiCase("im2col-offsets-count", lambda: im2col_coordinates(im2col(), [(0, 0, 0, 0)] * 2, [(0, 0)] * 3), T,
             ("offsets",)),
+    ApiCase("spec-target-text", lambda: spec(target="hopper"), T, ("target", "hopper")),
+    ApiCase("spec-target-before-tma", lambda: spec(target="sm_86"), T, ("target", "sm_86")),
+    ApiCase("spec-target-type", lambda: spec(target=90), T, ("target", "90")),
+    ApiCase("packed-on-sm90", lambda: spec(dtype="16u4_align8b", strides_bytes=(32, 1), target="sm_90a").validate(),
+            T, ("needs_subbyte_maps", "sm_100a")),
+    ApiCase("packed-dim", lambda: TensorMapSpec.create("16u4_align8b", (200,), (128,), target="sm_100a").validate(),
+            T, ("packed_dim", "256")),
+    ApiCase("packed-store", lambda: S.check_store_spec(TensorMapSpec.create("16u4_align16b", (256,), (128,),
+                                                                            target="sm_100a")), T, ("packed_store",)),
+    ApiCase("gather4-rows", lambda: __import__("drvtma.tma.blackwell_rules", fromlist=["x"]).gather4_values(
+        TensorMapSpec.create("u8", (8, 64), (1, 16), target="sm_100a"), np.zeros(512, np.uint8), 0, [1]), T,
+        ("gather4_rows", "rows")),
 ]

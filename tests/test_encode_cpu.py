@@ -40,7 +40,8 @@ def _break_more(ch, spec):
         {"strides_bytes": first(spec.strides_bytes, 24)}, {"strides_bytes": first(spec.strides_bytes, 0)},
         {"box": spec.box[:-1] + (300,) if spec.box else ()}, {"element_strides": first(spec.element_strides, 9)},
         {"oob_fill": "nan"}, {"swizzle": ch.choice([5, "128B"])}, {"interleave": ch.choice(["32B", "16B"])},
-        {"base_address": 0x7F0000000004}, {"allow_overlap": True}, {"allow_undocumented": True}])
+        {"base_address": 0x7F0000000004}, {"allow_overlap": True}, {"allow_undocumented": True},
+        {"dtype": "16u4_align8b", "target": ch.choice(["sm_100a", "sm_90a"])}, {"target": "sm_120a"}])
     return spec.replace(**changes)
 
 

@@ -202,7 +202,7 @@ BROKEN = [
     ("inner_stride", dict(strides_bytes=(512, 128, 32, 8))),
     ("dim_range", dict(shape=(0, 4, 4, 4))),
     ("smem_budget", dict(dtype="float32", channels_per_pixel=64, pixels_per_column=1000, shape=(1, 4, 4, 64))),
-    ("sm100_only", dict(swizzle=4)),
+    ("needs_swizzle_atoms", dict(swizzle=4)),
 ]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import CudaError, DrvtmaError
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
 from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
+from ..tma.targets import map_target
 from ..tma.encode import encode_tiled
 from ..tma.im2col_encode import encode_im2col
 from ..tma.im2col_rules import validate_im2col
@@ -20,7 +21,7 @@ from .parser import Parser, address, list_of
 
 
 # The values each option accepts (any case; the spec also takes the enums' own names, e.g. B128).
-SWIZZLES = ("none", "32B", "64B", "128B")
+SWIZZLES = ("none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B", "128B_atom_64B")
 INTERLEAVES = ("none", "16B", "32B")
 L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 FILLS = ("zero", "nan")
@@ -28,6 +29,8 @@ EXAMPLES = """accepted values:
   --dtype         {dtypes}
                   (and aliases: f16, bf16, f32, f64, tf32, fp8, u8, u16, u32, u64, i32, i64, ...)
   --swizzle       {swizzles}
+                  (the 128B_atom_* swizzles and the packed types 16u4_align8b, 16u4_align16b, 16u6_align16b: Blackwell)
+  --target        the GPU the map is for: sm_90a, sm_100a, sm_103a, sm_120a (default: the GPU, else sm_90a)
   --interleave    {interleaves}
   --l2-promotion  {l2}
   --oob-fill      {fills} (nan: floating-point types only)
@@ -40,6 +43,8 @@ examples:
   drvtma check --json '{{"dtype": "float16", "shape": [64, 64], "box": [64, 64], "swizzle": "128B"}}'
   drvtma check --json spec.json --print-json
   drvtma check --dtype u8 --shape 256 --box 128 --encode        (encodes it on a GPU)
+  drvtma check --target sm_100a --dtype 16u4_align8b --shape 64,256 --box 16,128 --swizzle 128B
+               (Blackwell's rules, answered on a CPU; --target sm_90a refuses it with the arch it needs)
   drvtma check --im2col --dtype bf16 --shape 32,56,56,64 --lower-corner=-1,-1 --upper-corner=-1,-1 \
                --channels-per-pixel 64 --pixels-per-column 128 --swizzle 128B
                (an im2col map, NumPy order N, [D, [H,]] W, C; corners D, H, W; give negative lists with =)
@@ -70,6 +75,14 @@ def _dtype(text: str) -> str:
         raise argparse.ArgumentTypeError(f"wants a tensor-map type ({', '.join(d.name for d in ALL_DTYPES)} or "
                                          f"an alias such as f32, bf16), got {text!r}") from None
     return text
+
+
+def _target(text: str) -> str:
+    try:
+        return map_target(text)
+    except DrvtmaError:
+        raise argparse.ArgumentTypeError(f"wants a target such as sm_90a, sm_100a, sm_103a or sm_120a, got "
+                                         f"{text!r}") from None
 
 
 def _wrap(text: str) -> str:
@@ -118,6 +131,8 @@ def add_map_options(p: Parser) -> None:
     p.add_argument("--l2-promotion", type=_choice(L2Promotion, L2_PROMOTIONS), help=", ".join(L2_PROMOTIONS))
     p.add_argument("--oob-fill", type=_choice(OobFill, FILLS), help=", ".join(FILLS))
     p.add_argument("--address", type=address, help="global address to check alignment against (>= 0)")
+    p.add_argument("--target", type=_target, help="the GPU the map is for (sm_90a, sm_100a, sm_103a, sm_120a; "
+                   "default: the GPU's, else sm_90a)")
     p.add_argument("--allow-overlap", action="store_true", help="accept stride 0 and overlapping strides")
     p.add_argument("--allow-undocumented", action="store_true", help="accept INTERLEAVE_32B with another swizzle")
 
@@ -149,7 +164,7 @@ def spec_from_args(args) -> TensorMapSpec:
     flags = {"dtype": args.dtype, "shape": args.shape, "box": args.box, "strides": args.strides,
              "strides_bytes": args.strides_bytes, "element_strides": args.element_strides,
              "interleave": args.interleave, "swizzle": args.swizzle, "l2_promotion": args.l2_promotion,
-             "oob_fill": args.oob_fill, "base_address": args.address}
+             "oob_fill": args.oob_fill, "base_address": args.address, "target": args.target}
     given = {k: v for k, v in flags.items() if v is not None}
     # strides (elements) and strides_bytes say the same thing: a flag for one replaces the JSON's other
     for name, other in (("strides", "strides_bytes"), ("strides_bytes", "strides")):
@@ -157,6 +172,8 @@ def spec_from_args(args) -> TensorMapSpec:
             fields.pop(other, None)
     fields.update(given)
     if getattr(args, "im2col", False):  # `drvtma check` only; `drvtma show` draws tiled maps
+        if fields.pop("target", None) is not None:
+            raise ValueError("--target: tiled maps only (an im2col map is checked for the GPU's target, else sm_90a)")
         return im2col_spec(fields, args)
     for key in ("dtype", "shape", "box"):
         if fields.get(key) is None:

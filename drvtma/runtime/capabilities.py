@@ -13,6 +13,7 @@ it runs them is not yet run on a GPU here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from ..errors import ArgumentError, CapabilityError
@@ -154,11 +155,23 @@ def target_features(target: str) -> frozenset:
     return GENERIC_FEATURES if cc >= (9, 0) else frozenset()
 
 
+@functools.lru_cache(maxsize=64)
+def map_features(target: str) -> frozenset:
+    """The features a tensor map for `target` may use: those of the GPU it names (sm_100 and sm_100a alike: a map
+    is the driver's, not the compiler's). Remembered per target text, so the map rules stay cheap."""
+    return for_cc(parse_target(target)[0]).features
+
+
+def targets_with(feature: str) -> list[str]:
+    """The arch-specific targets whose GPUs offer `feature`, in table order."""
+    return [a.target for a in ARCHS.values() if _known(feature) in a.features]
+
+
 def refusal(feature: str, row: Arch, *, build: str = "") -> CapabilityError:
     """The named refusal: "wgmma needs sm_90a; this is sm_120 (RTX 5090): the GEMM and the wgmma probe are
     unavailable"."""
     _known(feature)
-    where = [a.target for a in ARCHS.values() if feature in a.features]
+    where = targets_with(feature)
     if feature in GENERIC_FEATURES:
         where = ["sm_90 or newer"]
     what = f"this is {row.sm} ({row.device or row.example})" if not build else f"the build target is {build}"

@@ -228,6 +228,12 @@ def device_capabilities():
     return row
 
 
+def current_target() -> str | None:
+    """The arch-specific target of the device a context is open on (sm_90a on an H200), or None when no context is
+    open yet: never opens one (a tensor-map spec's default target asks this)."""
+    return None if _context is None else device_capabilities().target
+
+
 _smem_optin: list[int] = []
 
 

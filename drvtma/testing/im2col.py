@@ -9,7 +9,8 @@ import numpy as np
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
 from ..tma.im2col_spec import (CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE,
                                Im2colSpec)
-from ..tma.spec import SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle, contiguous_strides_bytes
+from ..tma.spec import (SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle,
+                        contiguous_strides_bytes)
 from .strategies import ADDRESS_BASE
 
 # Loads the probe can land: the oracle models INTERLEAVE_NONE; images stay small so a batch holds many.
@@ -22,7 +23,7 @@ def build_im2col_spec(ch, *, dtypes=ALL_DTYPES, ranks=(3, 4, 5), max_spatial: in
     dt = tma_dtype(ch.choice(list(dtypes)))
     rank = ch.choice(list(ranks))
     ns = rank - 2
-    swizzle = ch.choice(list(Swizzle))
+    swizzle = ch.choice(SM90_SWIZZLES)
     span = SWIZZLE_SPAN_BYTES[swizzle]
     unit = max(1, 16 // dt.itemsize)  # channels per 16 B
     most = min(MAX_CHANNELS_PER_PIXEL, (span or 256 * dt.itemsize) // dt.itemsize)
@@ -103,7 +104,7 @@ def build_edge_im2col_spec(ch) -> Im2colSpec:
         a = ch.integer(0, ns - 1)
         lower[a] = ch.integer(-2, 1)
         upper[a] = lower[a] - spatial[a] + ch.choice([-1, 0, 1])
-    swizzle = ch.choice([*Swizzle, 4, 6, 7]) if focus == "swizzle" and ch.chance(0.2) else ch.choice(list(Swizzle))
+    swizzle = ch.choice([*SM90_SWIZZLES, 4, 6, 7]) if focus == "swizzle" and ch.chance(0.2) else ch.choice(SM90_SWIZZLES)
     span = SWIZZLE_SPAN_BYTES.get(swizzle) or 256 * dt.itemsize
     safe_cpp = unit * ch.integer(1, max(1, min(256, span // dt.itemsize) // unit))
     cpp = (ch.choice([0, 1, unit - 1 or 1, unit, unit + 1, 255, 256, 257]) if focus == "channels" else

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ArgumentError, as_int
 from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
-from ..tma.spec import (ALL_RULES, MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
+from ..tma.spec import (SM90_SWIZZLES, ALL_RULES, MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
                         L2Promotion, OobFill, Swizzle, TensorMapSpec)
 from ..tma.rules import address_alignment
 from .optional import hypothesis
@@ -105,7 +105,7 @@ def build_valid_spec(ch, *, dtypes=ALL_DTYPES, max_rank: int = 5, max_dim: int =
     if il == Interleave.B32:
         swizzle = Swizzle.B32
     else:
-        swizzle = ch.choice(list(Swizzle))
+        swizzle = ch.choice(SM90_SWIZZLES)
     span = SWIZZLE_SPAN_BYTES[swizzle]
     unit = 16 // s  # elements per 16 bytes (s <= 8)
     if il == Interleave.NONE:
@@ -184,7 +184,7 @@ def _shrink_to_extent(shape, strides, order, limit, s, align):
 
 def applicable_rules(spec: TensorMapSpec) -> list[str]:
     """Rules `break_rule` can break in this (valid) spec while keeping every other rule intact."""
-    rules = ["rank", "rank_mismatch", "enum", "sm100_only", "dim_range", "box_range", "element_stride_range"]
+    rules = [*_BLACKWELL_BREAKS, "rank", "rank_mismatch", "enum", "dim_range", "box_range", "element_stride_range"]
     if spec.base_address is not None:
         rules.append("address_alignment")
     rules.append("inner_stride")
@@ -229,8 +229,12 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
     if rule == "enum":
         field = ch.choice(["interleave", "l2_promotion", "oob_fill", "swizzle"])
         return spec.replace(**{field: {"interleave": 3, "l2_promotion": 4, "oob_fill": 2, "swizzle": 7}[field]})
-    if rule == "sm100_only":
-        return spec.replace(swizzle=ch.integer(4, 6))
+    if rule in _BLACKWELL_BREAKS:  # a Blackwell map of its own (rank 1, 32-B aligned) that breaks just this rule
+        shape, box, swizzle, target = _BLACKWELL_BREAKS[rule]
+        dtype = "uint8" if rule == "needs_swizzle_atoms" else ch.choice(["16u4_align8b", "16u4_align16b",
+                                                                           "16u6_align16b"])
+        swizzle = ch.integer(4, 6) if swizzle is None else swizzle
+        return TensorMapSpec.create(dtype, shape, box, swizzle=swizzle, target=target, base_address=ADDRESS_BASE)
     if rule == "address_alignment":
         align = address_alignment(spec.interleave)
         return spec.replace(base_address=spec.base_address + ch.choice([d for d in (1, 2, 4, 8, 16) if d < align]))
@@ -272,8 +276,7 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
         return spec.replace(interleave=Interleave.B16)
     if rule == "swizzle_span":
         inner = spec.box[-1] * s
-        return spec.replace(swizzle=ch.choice([sw for sw, span in SWIZZLE_SPAN_BYTES.items()
-                                               if 0 < span < inner]))
+        return spec.replace(swizzle=ch.choice([sw for sw in SM90_SWIZZLES if 0 < SWIZZLE_SPAN_BYTES[sw] < inner]))
     if rule == "nan_fill_type":
         dt = spec.dtype if spec.dtype not in FLOAT_DTYPES else _SAME_SIZE_INT[s]
         return spec.replace(dtype=dt, oob_fill=OobFill.NAN)
@@ -289,6 +292,14 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
         return spec.replace(box=(1,) * (r - 3) + (8, MAX_BOX, 16 // s), element_strides=(1,) * r,
                             swizzle=Swizzle.B128)
     raise ValueError(f"break_rule does not know rule {rule!r}")
+
+
+# rule -> (shape, box, swizzle (None: one of Blackwell's atoms), target) of a map breaking only it
+_BLACKWELL_BREAKS = {"needs_swizzle_atoms": ((256,), (128,), None, "sm_90a"),
+                     "needs_subbyte_maps": ((256,), (128,), Swizzle.B128, "sm_90a"),
+                     "packed_dim": ((320,), (128,), Swizzle.NONE, "sm_100a"),
+                     "packed_box": ((256,), (64,), Swizzle.NONE, "sm_120a"),
+                     "packed_swizzle": ((256,), (128,), Swizzle.B128_ATOM_64B, "sm_100a")}
 
 
 def _set(values: tuple, index: int, value) -> tuple:

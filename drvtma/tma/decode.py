@@ -7,6 +7,10 @@ Bits are numbered across the map as a little-endian 1024-bit integer. Dims, boxe
 value - 1; strides hold bytes >> 4 in a 32-bit low part plus a 4-bit high part; the element type is PTX's own code
 (not CUtensorMapDataType) with a separate tf32 flag. Two words the driver derives (the box's bytes and a swizzle
 marker) are not needed to decode and are not rewritten by `tensormap.replace`; `fields()` reports them.
+
+Blackwell's new fields: bits 85 and 86 (`SMALL_TENSOR_BIT`, `SWIZZLE_ATOMICITY_BIT`) are read from every map; where a
+map stores the packed types 13-15 and the swizzle atoms is not known (`UNKNOWN_LAYOUT`, the one place that says so):
+decode refuses such maps and `encode_bytes` such specs, naming what is unknown.
 """
 
 from __future__ import annotations
@@ -45,6 +49,26 @@ BOX_DIM = tuple((440 + 8 * k, 8) for k in range(5))
 DERIVED_BOX_BYTES = (512, 32)  # driver: prod(floor(box / element stride)) * element size
 DERIVED_SWIZZLE = (576, 64)  # driver: 0x10 without swizzle, 0x100 / 0x200 / 0x400 for 32 / 64 / 128 B
 SWIZZLE_MARKER = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
+
+# What of a Blackwell map's bytes drvtma does not know: no Blackwell driver's map was seen (not yet run on a GPU).
+UNKNOWN_LAYOUT = {
+    "packed element types": "how a map stores CUtensorMapDataType 13-15: codes 11-15 of bits 71-74 hold nothing in "
+                            "sm_90 maps (tf32 is f32 plus bit 80), and PTX's tensormap.replace codes for them "
+                            "(.b4x16 13, .b4x16_p64 14, .b6x16_p32 15) need not be the stored ones",
+    "swizzle atoms": "where CUtensorMapSwizzle 4-6 go: bits 77-78 hold 0-3 only; bit 86 (0 in every sm_90 map, "
+                     "cleared by tensormap.replace.swizzle_mode) is the candidate, unconfirmed",
+    "96B swizzle": "sm_103a's 96B swizzle: cuda-bindings 13.4's CUtensorMapSwizzle has no member for it",
+}
+
+
+_UNKNOWN_FIX = ("describe the map by its spec (TensorMapSpec with target=...): drvtma checks Blackwell's rules, not "
+                "its bytes")
+
+
+def unknown_layout(what: str, parameter: str, value, rule: str = "decode_unknown_layout",
+                   detail: str = "") -> TensorMapError:
+    """The refusal of a map field whose place in the 128 bytes is unknown (`UNKNOWN_LAYOUT[what]`)."""
+    return TensorMapError(rule, parameter, value, _UNKNOWN_FIX, f"{detail}{what}: not known ({UNKNOWN_LAYOUT[what]})")
 
 _ALL_FIELDS = [ADDRESS, RANK, ELEMTYPE, INTERLEAVE, SWIZZLE, OOB_FILL, TF32_FLAG, L2_PROMOTION, SMALL_TENSOR_BIT,
                SWIZZLE_ATOMICITY_BIT, *STRIDE_LOW, *STRIDE_HIGH, *GLOBAL_DIM, *ELEMENT_STRIDE, *BOX_DIM,
@@ -163,7 +187,10 @@ def fields(obj) -> MapFields:
 
 def _dtype(f: MapFields):
     base = DTYPE_OF_PTX_ELEMTYPE.get(f.elemtype_code)
-    if base is None or f.elemtype_code > 10:
+    if f.elemtype_code > 10:
+        raise unknown_layout("packed element types", "element type", f.elemtype_code, "decode_elemtype",
+                             "no sm_90 element type has this code; ")
+    if base is None:
         raise TensorMapError("decode_elemtype", "element type", f.elemtype_code,
                              "a map stores PTX codes 0..10 (tf32 types as f32 / f32.ftz plus the tf32 flag)",
                              "no sm_90 element type has this code")
@@ -230,6 +257,10 @@ def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
     if broken:
         raise broken[0]
+    if spec.dtype.bits:
+        raise unknown_layout("packed element types", "dtype", spec.dtype.name)
+    if spec.swizzle_span_bytes == 128 and spec.swizzle != Swizzle.B128:
+        raise unknown_layout("swizzle atoms", "swizzle", spec.swizzle.name)
     p = spec.tma_params()
     dt = spec.dtype
     v = put(0, ADDRESS, address)

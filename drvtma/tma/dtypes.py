@@ -1,7 +1,10 @@
-"""The 13 element types a Hopper (sm_90) tensor map takes, with their NumPy carriers and value types.
+"""The 13 element types a Hopper (sm_90) tensor map takes, and Blackwell's 3 packed ones, with their NumPy carriers.
 
 Every type has a carrier (`numpy`: the raw bits, e.g. uint16 for bfloat16) that the oracles compute on, and a value
-type (`values`: what users see, ml_dtypes.bfloat16 for bfloat16, float32 for tf32). fp8 (e4m3, e5m2) has no map
+type (`values`: what users see, ml_dtypes.bfloat16 for bfloat16, float32 for tf32). The packed types 13-15
+(`PACKED_DTYPES`, sm_100a / sm_120a: rule `needs_subbyte_maps`) count 4- or 6-bit values: `bits` per value in global
+memory, `smem_bits` per value in shared memory (the 16U4_ALIGN16B / 16U6_ALIGN16B gaps); their `itemsize` is 1, the
+innermost stride a spec writes for them (the driver never sees it). fp8 (e4m3, e5m2) has no map
 type of its own on sm_90: it travels in uint8 maps, its values as ml_dtypes' float8 types. A tiled load copies bytes
 for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
 """
@@ -31,6 +34,13 @@ class TmaDtype:
     numpy: np.dtype  # the carrier: bf16 and tf32 travel as raw bits in an unsigned type
     is_float: bool
     values: np.dtype  # what the bits mean: ml_dtypes.bfloat16 for bf16, float32 for tf32, else the carrier
+    bits: int = 0  # packed types only: bits per value in global memory (0: itemsize * 8)
+    smem_bits: int = 0  # packed types only: bits per value in shared memory, gaps included
+
+    @property
+    def packed(self) -> bool:
+        """One of Blackwell's packed sub-byte map types (13-15)."""
+        return self.bits != 0
 
     def __str__(self) -> str:
         return self.name
@@ -71,10 +81,15 @@ TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush n
 TF32_OF = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}  # a float32 type and its tf32 twin (same element bytes)
 F32_OF = {tf32: f32 for f32, tf32 in TF32_OF.items()}
 
-# Enum values the driver headers define but a Hopper refuses (packed 4/6-bit types, Blackwell only) [seen].
-SM100_ONLY_DTYPE_ENUMS = {13: "16U4_ALIGN8B", 14: "16U4_ALIGN16B", 15: "16U6_ALIGN16B"}
+# Blackwell's packed types (CUtensorMapDataType 13-15): 16 values of 4 or 6 bits, packed in global memory; in
+# shared memory 16U4_ALIGN8B stays packed, 16U4_ALIGN16B leaves 8 B gaps after every 8 B and 16U6_ALIGN16B 4 B
+# after every 12 B (driver API docs, CUtensorMapDataType). A Hopper driver refuses them [seen].
+U4_ALIGN8B = TmaDtype("16u4_align8b", 13, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 4, 4)
+U4_ALIGN16B = TmaDtype("16u4_align16b", 14, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 4, 8)
+U6_ALIGN16B = TmaDtype("16u6_align16b", 15, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 6, 8)
+PACKED_DTYPES = (U4_ALIGN8B, U4_ALIGN16B, U6_ALIGN16B)
 
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + PACKED_DTYPES}
 # Names users reach for that have no tensor-map type of their own: the bits travel unchanged.
 _ALIASES = {
     "int8": UINT8, "bool": UINT8, "float8_e4m3": UINT8, "float8_e5m2": UINT8, "fp8": UINT8, "e4m3": UINT8,
@@ -82,7 +97,7 @@ _ALIASES = {
     "fp32": FLOAT32, "f32": FLOAT32, "fp64": FLOAT64, "f64": FLOAT64, "double": FLOAT64,
     "tf32": TFLOAT32, "u8": UINT8, "u16": UINT16, "u32": UINT32, "u64": UINT64, "i32": INT32, "i64": INT64,
 }
-_BY_ENUM = {d.enum: d for d in ALL_DTYPES}
+_BY_ENUM = {d.enum: d for d in ALL_DTYPES + PACKED_DTYPES}
 _BY_NUMPY = {np.dtype(np.uint8): UINT8, np.dtype(np.int8): UINT8, np.dtype(np.bool_): UINT8,
              np.dtype(np.uint16): UINT16, np.dtype(np.int16): UINT16, np.dtype(np.uint32): UINT32,
              np.dtype(np.int32): INT32, np.dtype(np.uint64): UINT64, np.dtype(np.int64): INT64,
@@ -97,7 +112,8 @@ SUB_BYTE_NAMES = ("int4", "uint4", "int2", "uint2", "float4_e2m1fn", "float6_e2m
 
 
 def tma_dtype(value) -> TmaDtype:
-    """A TmaDtype from a TmaDtype, a name ("bf16", "float32"), a NumPy dtype/type, or an enum value 0..12."""
+    """A TmaDtype from a TmaDtype, a name ("bf16", "float32", "16u4_align8b"), a NumPy dtype/type, or an enum value
+    0..15 (13-15: Blackwell's packed types; the validator refuses them for an sm_90 target)."""
     if isinstance(value, TmaDtype):
         return value
     if value is None or isinstance(value, (bool, np.bool_, float)):  # np.dtype(None) would be float64
@@ -107,10 +123,7 @@ def tma_dtype(value) -> TmaDtype:
     if is_int(value):
         if int(value) in _BY_ENUM:
             return _BY_ENUM[int(value)]
-        if int(value) in SM100_ONLY_DTYPE_ENUMS:
-            raise TensorMapError("sm100_only", "dtype", int(value), "use one of the 13 sm_90 types (0..12)",
-                                 f"{SM100_ONLY_DTYPE_ENUMS[int(value)]} exists only on Blackwell (sm_100)")
-        raise TensorMapError("enum", "dtype", int(value), "use a tensor-map data type 0..12",
+        raise TensorMapError("enum", "dtype", int(value), "use a tensor-map data type 0..15",
                              f"{int(value)} is not a tensor-map data type")
     if isinstance(value, str):
         key = value.lower().removeprefix("cu_tensor_map_data_type_")
@@ -128,8 +141,8 @@ def tma_dtype(value) -> TmaDtype:
         return UINT8
     if np_dtype is not None and np_dtype.name in SUB_BYTE_NAMES:
         raise TensorMapError("enum", "dtype", np_dtype.name, "unpack it to 8-bit elements (or load it as bytes "
-                             "with dtype='uint8')", "sub-byte types have packed map types on Blackwell (sm_100) "
-                             "only")
+                             "with dtype='uint8'); on Blackwell name a packed type: dtype='16u4_align8b'",
+                             "sub-byte types travel in Blackwell's packed map types, which name the packing")
     if np_dtype is not None and np_dtype.kind == "V" and np_dtype.names is None:
         raise TensorMapError("enum", "dtype", str(np_dtype), "name the type: dtype='bfloat16' (or 'uint8' for fp8)",
                              f"{np_dtype.itemsize} raw bytes: the CUDA Array Interface cannot say bf16 or fp8; "

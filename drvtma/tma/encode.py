@@ -74,6 +74,8 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
     except _Unrepresentable as exc:
         raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
                         _every_argument(spec.tma_params(), address, spec)) from None
+    if validate and geometry.packed and address % 32:  # Blackwell's packed types want 32 B (rules.address_error)
+        raise address_error(address, spec.interleave, spec.dtype)
     if validate and available is not None and geometry.extent > available:
         raise bounds_error(spec, available)
     return _encode(geometry, address, spec, keepalive)
@@ -86,15 +88,16 @@ class _Unrepresentable(Exception):
 class _Geometry:
     """Everything of one geometry (a spec less its address) that an encode needs, built once."""
 
-    __slots__ = ("spec", "args", "extent", "_params")
+    __slots__ = ("spec", "args", "extent", "packed", "_params")
 
     def __init__(self, spec: TensorMapSpec, extent: int | None = None):
         u32s, u64, enums = _driver_values()
         shape, strides = spec.shape, spec.strides_bytes
-        self.spec = spec
+        self.spec, self.packed = spec, bool(spec.dtype.bits)
         # spec.extent_bytes (as the geometry check found it), without the cached_property's lock
         self.extent = extent if extent is not None else (
-            sum((n - 1) * s for n, s in zip(shape, strides)) + spec.dtype.itemsize if min(shape) > 0 else 0)
+            spec.extent_bytes if spec.dtype.bits or min(shape) <= 0 else
+            sum((n - 1) * s for n, s in zip(shape, strides)) + spec.dtype.itemsize)
         dtype, interleave, swizzle, l2, fill = enums(spec.dtype.enum, spec.interleave, spec.swizzle,
                                                      spec.l2_promotion, spec.oob_fill)
         # the driver's order is the reverse of NumPy's (spec.to_tma_order); rank 1 gets the one dummy stride it wants
@@ -157,10 +160,12 @@ def _geometry(spec: TensorMapSpec, smem_limit: int | None) -> _Geometry:
         return memo[1]
     key = (spec.dtype.enum, spec.shape, spec.strides_bytes, spec.box, spec.element_strides, int(spec.interleave),
            int(spec.swizzle), int(spec.l2_promotion), int(spec.oob_fill), spec.allow_overlap,
-           spec.allow_undocumented, smem_limit)
+           spec.allow_undocumented, spec.target, smem_limit)
     geometry = _geometries.get(key)
     if geometry is None:
         extent = None
+        if _encode_call is None and spec.target is None and (spec.dtype.bits or spec.swizzle > 3):
+            _open_driver()  # a Blackwell map without a target is checked for the device: open its context first
         if smem_limit is not None:
             extent = _geometry_holds(spec, smem_limit)
             if extent is None:
@@ -191,7 +196,8 @@ def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
     # Every field the form and box rules read. Enums compare as their ints, but a spec holds an in-range value only
     # as its member (TensorMapSpec normalises), so a key never mixes a member with a raw int.
     box_key = (spec.dtype.enum, spec.box, spec.element_strides, len(spec.shape), len(spec.strides_bytes),
-               spec.interleave, spec.swizzle, spec.l2_promotion, spec.oob_fill, spec.allow_undocumented, smem_limit)
+               spec.interleave, spec.swizzle, spec.l2_promotion, spec.oob_fill, spec.allow_undocumented, spec.target,
+               smem_limit)
     box_ok = _boxes.get(box_key)
     if box_ok is None:
         if len(_boxes) >= 4096:
@@ -211,22 +217,27 @@ def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
     extent = strides[-1]  # the element size, as the rules found
     for i in range(len(shape)):
         extent += (shape[i] - 1) * strides[i]
-    return extent
+    return extent if not spec.dtype.bits else spec.extent_bytes  # packed: the innermost axis holds bits / 8 B
 
 
 _encode_call = None
 _SUCCESS = 0
 
 
-def _encode(geometry: _Geometry, address: int, spec: TensorMapSpec | None, keepalive) -> TensorMap:
+def _open_driver() -> None:
+    """The context once (cuInit); then the binding itself, no wrapper."""
     global _encode_call
-    if _encode_call is None:  # the context once (cuInit); then the binding itself, no wrapper
-        from cuda.bindings import driver as cu
+    from cuda.bindings import driver as cu
 
-        from ..runtime import driver
+    from ..runtime import driver
 
-        driver.context()
-        _encode_call = cu.cuTensorMapEncodeTiled
+    driver.context()
+    _encode_call = cu.cuTensorMapEncodeTiled
+
+
+def _encode(geometry: _Geometry, address: int, spec: TensorMapSpec | None, keepalive) -> TensorMap:
+    if _encode_call is None:
+        _open_driver()
     a = geometry.args
     try:
         code, encoded = _encode_call(a[0], a[1], address, a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import RuleError
-from .decode import decode, derived_words, fields
+from .decode import UNKNOWN_LAYOUT, decode, derived_words, fields
 from .rules import validate_all
 from .spec import TensorMapSpec, contiguous_strides_bytes
 
@@ -76,7 +76,9 @@ def map_findings(f, spec: TensorMapSpec) -> list[Finding]:
             "harmless, but a map built by the sm_90 driver should not have it: check what wrote the bytes"))
     if f.swizzle_atomicity_bit:
         out.append(Finding("bit86_set", "bit 86 is set: no sm_90 driver map seen has it (tensormap.replace."
-                           "swizzle_mode clears it)", "check what wrote the bytes; re-encode the map to be sure"))
+                           "swizzle_mode clears it); on Blackwell it may belong to a swizzle atom: "
+                           + UNKNOWN_LAYOUT["swizzle atoms"], "check what wrote the bytes; re-encode the map to be "
+                           "sure"))
     box_bytes, marker = derived_words(spec)
     if (f.derived_box_bytes, f.derived_swizzle) != (box_bytes, marker):
         out.append(Finding(

@@ -3,7 +3,8 @@
 The rules an im2col map shares with tiled maps (enums, address, dims, strides, overlap, NaN fill) are the very
 entries of `rules.RULES`: one definition each. The rest are im2col's own. IM2COL_DRIVER_RULES are those the driver's
 documentation states (it answers CUDA_ERROR_INVALID_VALUE); the others are drvtma's. Which of them the H200's driver
-really enforces is what the validator-vs-driver fuzz judges (not yet run on a GPU).
+really enforces is what the validator-vs-driver fuzz judges (not yet run on a GPU). Blackwell's swizzle atoms are
+checked for the open context's device (else sm_90a); its packed types' own rules are not modelled for im2col maps.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import math
 from ..errors import Rule, TensorMapError, broken_rules
 from .im2col_spec import (CORNER_RANGE, IM2COL_RANKS, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, Im2colSpec,
                           spatial_name)
+from .blackwell_rules import NEEDS_RULES, TARGET_RULE
 from .rules import RULES as TILED_RULES
 from .spec import (DRIVER_RULES, MAX_ELEMENT_STRIDE, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
                    Swizzle)
 
-IM2COL_DRIVER_RULES = (DRIVER_RULES - {"box_range", "box_inner_bytes", "interleave_rank", "box_bytes"}) | {
+IM2COL_DRIVER_RULES = (DRIVER_RULES - {"box_range", "box_inner_bytes", "interleave_rank", "box_bytes", "packed_dim",
+                                       "packed_box", "packed_swizzle", "needs_subbyte_maps"}) | {
     "corner_range", "box_empty", "channels_range", "pixels_range", "channels_inner_bytes", "interleave_swizzle"}
 IM2COL_DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "smem_budget"})
 IM2COL_ALL_RULES = IM2COL_DRIVER_RULES | IM2COL_DRVTMA_RULES
@@ -141,13 +144,14 @@ def _check_smem(spec, limit=None):
                              "have")
 
 
-_ENUMS = frozenset({"enum", "sm100_only"})
+_ENUMS = frozenset({"enum"}) | NEEDS_RULES
 _FORM = frozenset({"rank", "rank_mismatch"})
 
 # Every im2col encode rule, in the order validate_im2col reports them.
 IM2COL_RULES = (
     Rule(("rank", "rank_mismatch"), _rank_holds, _check_rank, "form", stop=True),
     _SHARED["enum"],
+    TARGET_RULE,  # an im2col spec has no target of its own: the open context's device's, else sm_90a
     _SHARED["address_alignment"],
     _SHARED["dim_range"],
     _SHARED["inner_stride"],

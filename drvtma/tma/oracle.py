@@ -28,7 +28,11 @@ _TF32_DROPPED_BITS = 13  # fp32 mantissa bits below tf32's 10
 def swizzle_addresses(addresses, swizzle) -> np.ndarray:
     """Absolute shared addresses after the swizzle: 16-byte chunk bits 4..6 XOR address bits 7..9."""
     a = np.asarray(addresses, dtype=np.int64)
-    mask = _SWIZZLE_MASK[Swizzle(swizzle)]
+    mask = _SWIZZLE_MASK.get(swizzle)
+    if mask is None:
+        raise TensorMapError("oracle_swizzle", "swizzle", getattr(swizzle, "name", swizzle), "use NONE, 32B, 64B or "
+                             "128B", "the oracle models the 16-B-unit swizzles only (Blackwell's atoms not yet run on "
+                             "a GPU)")
     return a ^ (((a >> 7) & mask) << 4) if mask else a
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import math
 
 from ..errors import Rule, TensorMapError, broken_rules
+from .blackwell_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
 from .dtypes import TmaDtype
 from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_RANK,
-                   MAX_STRIDE_BYTES, SM100_ONLY_SWIZZLES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
-                   L2Promotion, OobFill, Swizzle, TensorMapSpec)
+                   MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill,
+                   Swizzle, TensorMapSpec)
 
 def round_up(x: int, m: int) -> int:
     return -(-x // m) * m
@@ -22,19 +23,27 @@ def _axis(spec: TensorMapSpec, i: int) -> str:
 
 
 def _elements(nbytes: int, dt: TmaDtype) -> str:
+    if dt.bits:  # a packed type counts values of `bits` bits
+        return f"{nbytes * 8 // dt.bits} values" if nbytes * 8 % dt.bits == 0 else f"{nbytes} B"
     return f"{nbytes // dt.itemsize} {dt.name}" if nbytes % dt.itemsize == 0 else f"{nbytes} B"
 
 
-def address_alignment(interleave) -> int:
-    """The alignment of global addresses and strides: 32 B for INTERLEAVE_32B maps, else 16 B."""
-    return 32 if interleave == Interleave.B32 else 16
+def address_alignment(interleave, dtype: TmaDtype | None = None) -> int:
+    """The alignment of global addresses and strides: 32 B for INTERLEAVE_32B maps and Blackwell's packed types
+    (driver docs; unconfirmed on a GPU for the packed ones), else 16 B."""
+    return 32 if interleave == Interleave.B32 or (dtype is not None and dtype.bits) else 16
 
 
-def address_error(address: int, interleave) -> TensorMapError | None:
-    align = address_alignment(interleave)
+def _why_32(interleave, dtype) -> str:
+    return "" if address_alignment(interleave, dtype) == 16 else (
+        " (INTERLEAVE_32B)" if interleave == Interleave.B32 else f" ({dtype.name})")
+
+
+def address_error(address: int, interleave, dtype: TmaDtype | None = None) -> TensorMapError | None:
+    align = address_alignment(interleave, dtype)
     if address % align == 0:
         return None
-    why = " (INTERLEAVE_32B)" if align == 32 else ""
+    why = _why_32(interleave, dtype)
     return TensorMapError("address_alignment", "base_address", hex(address),
                           f"start the tensor at a multiple of {align} B, e.g. 0x{round_up(address, align):x}",
                           f"the global address must be {align}-byte aligned{why}; it is {address % align} B past "
@@ -85,20 +94,18 @@ def _check_enums(spec, _limit=None):
         if not isinstance(v, enum):
             yield TensorMapError("enum", name, v, f"use one of {', '.join(f'{m.name}={int(m)}' for m in enum)}",
                                  f"{v} is not a {name} value")
-    if spec.swizzle in SM100_ONLY_SWIZZLES:
-        yield TensorMapError("sm100_only", "swizzle", spec.swizzle, "use NONE, 32B, 64B or 128B on sm_90",
-                             f"SWIZZLE_{SM100_ONLY_SWIZZLES[spec.swizzle]} exists only on Blackwell (sm_100)")
-    elif not isinstance(spec.swizzle, Swizzle):
-        yield TensorMapError("enum", "swizzle", spec.swizzle, "use NONE=0, B32=1, B64=2 or B128=3",
+    if not isinstance(spec.swizzle, Swizzle):
+        yield TensorMapError("enum", "swizzle", spec.swizzle, "use NONE=0, B32=1, B64=2, B128=3 (or, on Blackwell, "
+                             "B128_ATOM_32B=4, B128_ATOM_32B_FLIP_8B=5, B128_ATOM_64B=6)",
                              f"{spec.swizzle} is not a swizzle value")
 
 
 def _address_holds(spec, _limit=None) -> bool:
-    return spec.base_address is None or spec.base_address % address_alignment(spec.interleave) == 0
+    return spec.base_address is None or spec.base_address % address_alignment(spec.interleave, spec.dtype) == 0
 
 
 def _check_address(spec, _limit=None):
-    error = None if spec.base_address is None else address_error(spec.base_address, spec.interleave)
+    error = None if spec.base_address is None else address_error(spec.base_address, spec.interleave, spec.dtype)
     if error is not None:
         yield error
 
@@ -121,7 +128,7 @@ def _strides_holds(spec, _limit=None) -> bool:
     strides = spec.strides_bytes
     if strides[-1] != spec.dtype.itemsize:
         return False
-    align = 32 if spec.interleave == _B32 else 16
+    align = 32 if spec.interleave == _B32 or spec.dtype.bits else 16
     for s in strides[:-1]:
         if s < 0 or s >= MAX_STRIDE_BYTES or s % align:
             return False
@@ -129,7 +136,7 @@ def _strides_holds(spec, _limit=None) -> bool:
 
 
 def _check_strides(spec, _limit=None):
-    dt, align = spec.dtype, address_alignment(spec.interleave)
+    dt, align = spec.dtype, address_alignment(spec.interleave, spec.dtype)
     if spec.strides_bytes[-1] != dt.itemsize:
         yield TensorMapError("inner_stride", f"strides_bytes[{spec.rank - 1}]", spec.strides_bytes[-1],
                              f"make the last axis contiguous ({dt.itemsize} B per {dt.name}); copy the array or "
@@ -142,7 +149,7 @@ def _check_strides(spec, _limit=None):
                                  f"the stride of {_axis(spec, i)} must be in 0..2^40-1 B")
         elif s % align:
             padded = round_up(s, align)
-            why = " (INTERLEAVE_32B)" if align == 32 else ""
+            why = _why_32(spec.interleave, dt)
             yield TensorMapError(
                 "stride_alignment", f"strides_bytes[{i}]", s,
                 f"pad {_axis(spec, i)} to {padded} B = {_elements(padded, dt)} per step",
@@ -155,12 +162,18 @@ def _overlap_holds(spec, _limit=None) -> bool:
         return True
     # Row-major (rows may be padded): each axis steps past everything inside it, so nothing overlaps. Another
     # order, or an empty axis: the check's own test, sorted by stride.
-    step = strides[-1] * shape[-1]
+    step = strides[-1] * shape[-1] if not spec.dtype.bits else _byte_shape(spec)[-1]
     for i in range(len(shape) - 2, -1, -1):
         if strides[i] < step or step <= 0:
             return next(_check_overlap(spec), None) is None
         step = strides[i] * shape[i]
     return True
+
+
+def _byte_shape(spec) -> tuple[int, ...]:
+    """The shape with a packed type's innermost axis counted in bytes (its stride is 1)."""
+    bits = spec.dtype.bits
+    return spec.shape[:-1] + (-(-spec.shape[-1] * bits // 8),) if bits and spec.shape else spec.shape
 
 
 def _check_overlap(spec, _limit=None):
@@ -173,7 +186,8 @@ def _check_overlap(spec, _limit=None):
                                  "pass allow_overlap=True to broadcast on purpose, else give the real stride",
                                  f"{_axis(spec, i)} has {spec.shape[i]} elements that all read the same bytes")
     # Sufficient test for non-overlap: sorted by stride, each axis steps past everything inside it.
-    axes = sorted((s, n, i) for i, (s, n) in enumerate(zip(spec.strides_bytes, spec.shape)) if n > 1 and s > 0)
+    shape = _byte_shape(spec)
+    axes = sorted((s, n, i) for i, (s, n) in enumerate(zip(spec.strides_bytes, shape)) if n > 1 and s > 0)
     for (s_in, n_in, i_in), (s_out, _, i_out) in zip(axes, axes[1:]):
         if s_out < s_in * n_in:
             yield TensorMapError(
@@ -192,7 +206,7 @@ def _box_holds(spec, _limit=None) -> bool:
     for e in spec.element_strides:
         if e < 1 or e > MAX_ELEMENT_STRIDE:
             return False
-    return spec.box[-1] * spec.dtype.itemsize % 16 == 0
+    return spec.dtype.bits != 0 or spec.box[-1] * spec.dtype.itemsize % 16 == 0  # packed: packed_box's rule
 
 
 def _check_box(spec, _limit=None):
@@ -208,7 +222,7 @@ def _check_box(spec, _limit=None):
     inner = spec.box[-1] * dt.itemsize
     # Documented for INTERLEAVE_NONE; the H200's driver also refused INTERLEAVE_32B maps with 4 and 8 B inner rows
     # (16 and 32 B accepted) [seen], so drvtma checks it for every interleave.
-    if 1 <= spec.box[-1] <= MAX_BOX and inner % 16:
+    if 1 <= spec.box[-1] <= MAX_BOX and inner % 16 and not dt.bits:
         unit = 16 // math.gcd(16, dt.itemsize)
         lo, hi = spec.box[-1] // unit * unit, round_up(spec.box[-1], unit)
         choices = " or ".join(str(v) for v in (lo, hi) if 1 <= v <= MAX_BOX)
@@ -304,7 +318,7 @@ def _check_smem(spec, smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90):
                              f"{smem_limit} B a block can have; the driver accepts the map, no kernel can land it")
 
 
-_ENUMS = frozenset({"enum", "sm100_only"})
+_ENUMS = frozenset({"enum"}) | NEEDS_RULES
 
 # Every encode rule, in the order validate_all reports them. scope: what a rule reads, so encode can remember the
 # form and box rules per box and skip the address: "form" (the rank, the enums; checked first, every later quick test
@@ -312,15 +326,18 @@ _ENUMS = frozenset({"enum", "sm100_only"})
 # type, rank, enums, allow_undocumented and the shared-memory limit: encode's key of remembered boxes).
 RULES = (
     Rule(("rank", "rank_mismatch"), _rank_holds, _check_rank, "form", stop=True),
-    Rule(("enum", "sm100_only"), _enums_holds, _check_enums, "form"),
+    Rule(("enum",), _enums_holds, _check_enums, "form"),
+    TARGET_RULE,
     Rule(("address_alignment",), _address_holds, _check_address, "address"),
     Rule(("dim_range",), _dims_holds, _check_dims, "layout"),
     Rule(("inner_stride", "stride_range", "stride_alignment"), _strides_holds, _check_strides, "layout"),
     Rule(("stride_zero", "strides_overlap"), _overlap_holds, _check_overlap, "layout"),
+    PACKED_LAYOUT_RULE,
     Rule(("box_range", "element_stride_range", "box_inner_bytes"), _box_holds, _check_box, "box"),
     Rule(("interleave_rank", "interleave_swizzle"), _interleave_holds, _check_interleave, "box"),
     Rule(("swizzle_span",), _swizzle_holds, _check_swizzle, "box", after=_ENUMS),
     Rule(("nan_fill_type",), _fill_holds, _check_fill, "box"),
+    PACKED_BOX_RULE,
     Rule(("box_bytes", "smem_budget"), _smem_holds, _check_smem, "box",
          after=_ENUMS | {"box_range", "element_stride_range"}),
 )
@@ -344,7 +361,8 @@ def driver_should_accept(errors: list[TensorMapError]) -> bool:
 
 def describe_spec(spec: TensorMapSpec) -> str:
     dt = spec.dtype
-    lines = [f"TensorMapSpec {dt.name} (tensor-map type {dt.enum}, {dt.itemsize} B), NumPy order (outermost first):",
+    size = f"{dt.bits}-bit values, {dt.smem_bits} bits each in shared memory" if dt.bits else f"{dt.itemsize} B"
+    lines = [f"TensorMapSpec {dt.name} (tensor-map type {dt.enum}, {size}), NumPy order (outermost first):",
              f"  shape {spec.shape}, strides {spec.strides_bytes} B, box {spec.box}, "
              f"element strides {spec.element_strides}"]
     if len(spec.strides_bytes) == spec.rank == len(spec.box) == len(spec.element_strides) and spec.rank >= 1:
@@ -362,6 +380,8 @@ def describe_spec(spec: TensorMapSpec) -> str:
             lines.append(f"  note: the box is larger than the tensor along axis {over}: loads fill the rest")
     if spec.base_address is not None:
         lines.append(f"  base address 0x{spec.base_address:x}")
+    if spec.target is not None:
+        lines.append(f"  target {spec.target}")
     if spec.allow_overlap or spec.allow_undocumented:
         lines.append(f"  allowed: {'overlap ' if spec.allow_overlap else ''}"
                      f"{'undocumented' if spec.allow_undocumented else ''}".rstrip())

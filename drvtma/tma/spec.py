@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import TensorMapError, address, as_int, as_ints, is_int
 from ..runtime.capabilities import HOPPER
 from .dtypes import TmaDtype, tma_dtype
+from .targets import map_target
 
 MAX_RANK = 5
 MAX_DIM = 1 << 32
@@ -56,6 +57,11 @@ class Swizzle(IntEnum):
     B32 = 1
     B64 = 2
     B128 = 3
+    # Blackwell (CUDA 12.8+, rule needs_swizzle_atoms): a 128 B span whose swizzled unit is 32 B or 64 B, not 16 B;
+    # FLIP_8B also swaps the 8 B halves of each 16 B on alternate rows (driver API docs, CUtensorMapSwizzle).
+    B128_ATOM_32B = 4
+    B128_ATOM_32B_FLIP_8B = 5
+    B128_ATOM_64B = 6
 
 
 class L2Promotion(IntEnum):
@@ -72,12 +78,14 @@ class OobFill(IntEnum):
 
 _ENUM_FIELDS = (("interleave", Interleave), ("swizzle", Swizzle), ("l2_promotion", L2Promotion),
                 ("oob_fill", OobFill))
-SWIZZLE_SPAN_BYTES = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128}
-SM100_ONLY_SWIZZLES = {4: "128B_ATOM_32B", 5: "128B_ATOM_32B_FLIP_8B", 6: "128B_ATOM_64B"}
+SM90_SWIZZLES = (Swizzle.NONE, Swizzle.B32, Swizzle.B64, Swizzle.B128)  # what a Hopper map takes
+SWIZZLE_SPAN_BYTES = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128, Swizzle.B128_ATOM_32B: 128,
+                      Swizzle.B128_ATOM_32B_FLIP_8B: 128, Swizzle.B128_ATOM_64B: 128}
 
 # Rules the driver itself enforces (it answers CUDA_ERROR_INVALID_VALUE); every other rule is drvtma's own:
 # the driver accepts such specs, and tests/test_probe_gpu.py pins that it still does.
-DRIVER_RULES = frozenset({"rank", "enum", "sm100_only", "address_alignment", "dim_range", "stride_alignment",
+DRIVER_RULES = frozenset({"rank", "enum", "needs_subbyte_maps", "needs_swizzle_atoms", "packed_dim", "packed_box",
+                          "packed_swizzle", "address_alignment", "dim_range", "stride_alignment",
                           "stride_range", "box_range", "box_inner_bytes", "element_stride_range",
                           "interleave_rank", "swizzle_span", "nan_fill_type", "box_bytes"})
 DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "interleave_swizzle",
@@ -89,8 +97,9 @@ def _enum_value(value, enum: type[IntEnum], what: str) -> int:
     """An enum member from a member, an int (kept even when out of range, so validation can name it) or a name."""
     if isinstance(value, str):
         key = value.strip().upper().replace("-", "_")
-        key = {"32B": "B32", "64B": "B64", "128B": "B128", "16B": "B16", "256B": "B256", "NAN_REQUEST_ZERO_FMA": "NAN",
-               "ZEROS": "ZERO"}.get(key, key)
+        key = {"NAN_REQUEST_ZERO_FMA": "NAN", "ZEROS": "ZERO"}.get(key, key)
+        if key[:1].isdigit() and "B" in key:  # 128B, 128B_ATOM_32B: the member's name starts with B
+            key = "B" + key.replace("B", "", 1)
         if key in enum.__members__:
             return enum.__members__[key]
     elif is_int(value):
@@ -182,6 +191,9 @@ class MapGeometry:
         """Bytes from the base address to one past the last element (non-negative strides)."""
         if any(n == 0 for n in self.shape):
             return 0
+        if self.dtype.bits:  # packed values: the innermost axis holds shape[-1] * bits / 8 bytes
+            outer = sum((n - 1) * s for n, s in zip(self.shape[:-1], self.strides_bytes))
+            return outer + -(-self.shape[-1] * self.dtype.bits // 8)
         return sum((n - 1) * s for n, s in zip(self.shape, self.strides_bytes)) + self.itemsize
 
 
@@ -204,10 +216,12 @@ class TensorMapSpec(MapGeometry):
     base_address: int | None = None  # device address of element (0, .., 0); None: not known yet
     allow_overlap: bool = False  # accept stride 0 and overlapping strides (broadcasts, sliding windows)
     allow_undocumented: bool = False  # accept INTERLEAVE_32B with a swizzle other than 32B (the driver does)
+    target: str | None = None  # the GPU the map is for (sm_100a); None: the open context's device, else sm_90a
 
     def __post_init__(self):
         normalise_fields(self, tuples=("box",))
         object.__setattr__(self, "allow_undocumented", _flag(self.allow_undocumented, "allow_undocumented"))
+        object.__setattr__(self, "target", map_target(self.target))
 
     def __getstate__(self) -> dict:
         """The fields only: encode_tiled's memo of the checked geometry (a driver object) stays behind, so an
@@ -227,10 +241,12 @@ class TensorMapSpec(MapGeometry):
         if strides is not None and strides_bytes is not None:
             raise TensorMapError("strides", "strides, strides_bytes", (strides, strides_bytes),
                                  "give strides (elements) or strides_bytes, not both")
-        if strides is not None:
-            strides_bytes = tuple(s * dt.itemsize for s in _int_tuple(strides, "strides"))
+        if strides is not None:  # a packed type's strides count values: bits / 8 bytes each, the innermost 1
+            strides_bytes = tuple(s * (dt.bits or 8 * dt.itemsize) // 8 for s in _int_tuple(strides, "strides"))
+            if dt.bits and strides_bytes:
+                strides_bytes = strides_bytes[:-1] + (1,)
         elif strides_bytes is None:
-            strides_bytes = contiguous_strides_bytes(shape, dt.itemsize)
+            strides_bytes = contiguous_strides_bytes(shape, dt.itemsize, dt.bits)
         return cls(dt, shape, strides_bytes, box, **options)
 
     @classmethod
@@ -299,6 +315,8 @@ class TensorMapSpec(MapGeometry):
         d = fields_dict(self, box=list(self.box))
         if self.allow_undocumented:
             d["allow_undocumented"] = True
+        if self.target is not None:
+            d["target"] = self.target
         return d
 
     # ---- geometry (shared with drvtma.tma.oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
@@ -312,13 +330,16 @@ class TensorMapSpec(MapGeometry):
 
     @property
     def row_pitch_bytes(self) -> int:
-        """Shared-memory bytes from one box row to the next: the row, padded to the swizzle span [seen]."""
-        return max(self.box[-1] * self.itemsize, self.swizzle_span_bytes)
+        """Shared-memory bytes from one box row to the next: the row, padded to the swizzle span [seen]; a packed
+        type's row counts its shared-memory bits (gaps included; not yet run on a GPU)."""
+        row = self.box[-1] * self.dtype.smem_bits // 8 if self.dtype.bits else self.box[-1] * self.itemsize
+        return max(row, self.swizzle_span_bytes)
 
     @property
     def expect_tx_bytes(self) -> int:
-        """Bytes one load completes on its mbarrier: the loaded elements, not the padded footprint [doc, seen]."""
-        return math.prod(self.loaded_counts) * self.itemsize
+        """Bytes one load completes on its mbarrier: the loaded elements, not the padded footprint [doc, seen]; a
+        packed type's values at their shared-memory bits (unconfirmed)."""
+        return math.prod(self.loaded_counts) * (self.dtype.smem_bits or 8 * self.itemsize) // 8
 
     @property
     def smem_bytes(self) -> int:
@@ -361,7 +382,8 @@ class TensorMapSpec(MapGeometry):
 
 
 _OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "base_address",
-                      "allow_overlap", "allow_undocumented"})
+                      "allow_overlap", "allow_undocumented", "target"})
+
 
 
 def _smem_limit(value) -> int:
@@ -415,9 +437,10 @@ def array_fields(arr, dtype, options: dict):
     return dt, layout
 
 
-def contiguous_strides_bytes(shape, itemsize: int) -> tuple[int, ...]:
+def contiguous_strides_bytes(shape, itemsize: int, bits: int = 0) -> tuple[int, ...]:
+    """Row-major strides in bytes; `bits`: a packed type's bits per value (its rows hold shape[-1] * bits / 8 B)."""
     out, step = [], itemsize
-    for n in reversed(tuple(shape)):
+    for k, n in enumerate(reversed(tuple(shape))):
         out.append(step)
-        step *= max(int(n), 1)
+        step = -(-max(int(n), 1) * bits // 8) if bits and k == 0 else step * max(int(n), 1)
     return tuple(reversed(out))

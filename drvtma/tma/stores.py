@@ -88,6 +88,11 @@ def check_store_spec(spec: TensorMapSpec, op: str = STORE) -> TensorMapSpec:
     if not isinstance(spec, TensorMapSpec):
         raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
     spec.validate()
+    if spec.dtype.bits and (op != STORE or spec.dtype.name == "16u4_align16b"):
+        what = "reductions take no packed type" if op != STORE else "b4x16_p64 (16U4_ALIGN16B) cannot be stored"
+        raise TensorMapError("packed_store", "dtype", spec.dtype.name, "store 16u4_align8b or 16u6_align16b maps, "
+                             "and reduce unpacked types", f"{what} (PTX ISA, restrictions on tensor copies; "
+                             "unconfirmed on a GPU)")
     check_reduction(op, spec.dtype)
     if spec.interleave != Interleave.NONE:
         raise TensorMapError("store_interleave", "interleave", getattr(spec.interleave, "name", spec.interleave),
