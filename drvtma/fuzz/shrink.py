@@ -18,14 +18,48 @@ from .. import settings
 from ..compat import hypothesis_choices_to_bytes
 from .choosers import HypothesisChooser
 
-DEFAULT_DB = Path(settings.FUZZ_DB.get() or Path.home() / ".cache" / "drvtma" / "fuzz-db")
+DEFAULT_DB = Path.home() / ".cache" / "drvtma" / "fuzz-db"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def local_db_path() -> Path:
+    """This machine's example database folder: $DRVTMA_FUZZ_DB, else ~/.cache/drvtma/fuzz-db (read at each call)."""
+    return Path(settings.FUZZ_DB.get() or DEFAULT_DB)
+
+
+def is_redis_url(text) -> bool:
+    return isinstance(text, str) and text.startswith(REDIS_SCHEMES)
+
+
+def _redis_database(url: str):
+    """hypothesis' RedisExampleDatabase on `url`, checked with a ping now (not at the first failure)."""
+    from ..errors import ArgumentError, DrvtmaError
+
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+    except ImportError:
+        raise DrvtmaError(f"--db {url}: a Redis database needs the redis package; pip install 'drvtma[redis]'") \
+            from None
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ArgumentError("fuzz_db", "--db", url, "start the Redis server or give a reachable URL",
+                            f"no Redis answers there ({exc})") from None
+    return RedisExampleDatabase(client)
 
 
 def open_database(path=None):
-    """A hypothesis DirectoryBasedExampleDatabase at `path` (default ~/.cache/drvtma/fuzz-db, $DRVTMA_FUZZ_DB)."""
-    from hypothesis.database import DirectoryBasedExampleDatabase
+    """The example database: None -> the local folder (`local_db_path`); a folder (on a shared disk) or a Redis URL
+    -> that one multiplexed with the local folder, so every shard's failures replay everywhere and here."""
+    from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
 
-    return DirectoryBasedExampleDatabase(str(Path(path) if path else DEFAULT_DB))
+    local = DirectoryBasedExampleDatabase(str(local_db_path()))
+    if path is None or (not is_redis_url(path) and Path(path).resolve() == local_db_path().resolve()):
+        return local
+    shared = _redis_database(path) if is_redis_url(path) else DirectoryBasedExampleDatabase(str(path))
+    return MultiplexedDatabase(shared, local)
 
 
 def database_key(target, options: dict) -> bytes:
