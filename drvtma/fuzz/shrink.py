@@ -82,13 +82,19 @@ def case_strategy(target, options: dict):
     return st.composite(build)()
 
 
+class _OutOfTime(BaseException):
+    """Raised through hypothesis (not an Exception: not taken for a failure of the case) to end `find` at the
+    deadline; hypothesis would otherwise keep shrinking, each new candidate refused, for up to 5 minutes."""
+
+
 class _Checker:
-    """Runs candidates on the session, remembers each answer, and stops trying new ones after the deadline."""
+    """Runs candidates on the session, remembers each answer, and stops hypothesis after the deadline."""
 
     def __init__(self, target, session, deadline: float):
         self.target, self.session, self.deadline = target, session, deadline
         self.answers: dict[str, object] = {}
         self.calls = 0
+        self.last_failing = None  # while shrinking, each failing candidate is hypothesis' new smallest
 
     def key(self, case) -> str:
         return json.dumps(self.target.case_to_json(case), sort_keys=True, default=str)
@@ -97,9 +103,11 @@ class _Checker:
         key = self.key(case)
         if key not in self.answers:
             if time.perf_counter() > self.deadline:
-                return False  # out of time: only cases already seen to fail still count (hypothesis' last replay)
+                raise _OutOfTime
             self.calls += 1
             self.answers[key] = self.session.check([case])[0]
+        if not self.answers[key].ok:
+            self.last_failing = case
         return not self.answers[key].ok
 
 
@@ -113,6 +121,8 @@ def _find(target, options, checker: _Checker, database, key: bytes, phases, max_
         return find(case_strategy(target, options), checker.fails, settings=config, database_key=key)
     except (NoSuchExample, Unsatisfiable):
         return None
+    except _OutOfTime:
+        return checker.last_failing
 
 
 def shrink_failure(target, options: dict, session, failure, database=None, *, seconds: float = 60.0) -> None:
