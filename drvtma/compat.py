@@ -48,3 +48,11 @@ def hypothesis_choices_to_bytes():
     except ImportError:
         return None
     return choices_to_bytes
+
+
+def drvtma_version() -> str:
+    """drvtma's own version (what shard reports must share to merge). drvtma/__init__.py has run before any room
+    (Python imports the package first), so it is read from there rather than imported: no room imports the top."""
+    import sys
+
+    return sys.modules["drvtma"].__version__

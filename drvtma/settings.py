@@ -87,7 +87,17 @@ WGMMA_DUMP = Setting("DRVTMA_WGMMA_DUMP", str, None, "none",
                      "a folder for tests/test_wgmma_gpu.py's raw gather maps (npz)", True)
 COMMIT = Setting("DRVTMA_COMMIT", str, None, "`git rev-parse HEAD`", "the commit scripts/gpu-check names", True)
 
-SETTINGS = tuple(v for v in globals().values() if isinstance(v, Setting))
+# Set by the engines that run a campaign's shards (`drvtma fuzz --shard`) and its pytest workers (the plugin); not
+# drvtma's own, so neither in SETTINGS nor in README's list.
+SLURM_TASK_ID = Setting("SLURM_ARRAY_TASK_ID", int, None, "none", "this Slurm array task's index")
+SLURM_TASK_MIN = Setting("SLURM_ARRAY_TASK_MIN", int, 0, "0", "the array's first index (--array=1-4: 1)")
+SLURM_TASK_COUNT = Setting("SLURM_ARRAY_TASK_COUNT", int, None, "none", "the Slurm array's number of tasks")
+JOB_COMPLETION_INDEX = Setting("JOB_COMPLETION_INDEX", int, None, "none", "a Kubernetes Indexed Job pod's index")
+XDIST_WORKER = Setting("PYTEST_XDIST_WORKER", str, None, "none", "pytest-xdist's worker name (gw0, gw1, ...)")
+VISIBLE_DEVICES = Setting("CUDA_VISIBLE_DEVICES", str, None, "every GPU", "the GPUs CUDA may use")
+
+SETTINGS = tuple(v for v in globals().values() if isinstance(v, Setting) and v.name.startswith("DRVTMA_"))
+FOREIGN = tuple(v for v in globals().values() if isinstance(v, Setting) and not v.name.startswith("DRVTMA_"))
 
 
 def markdown() -> str:

@@ -18,6 +18,11 @@ def pytest_configure(config):
     from drvtma.testing.plugin import load_profile
 
     config.addinivalue_line("markers", TIMING_MARKER)
+    # `drvtma fuzz --db SHARED` also uses the local example database: the suite's own, never the user's ~/.cache
+    import os
+    import tempfile
+
+    os.environ["DRVTMA_FUZZ_DB"] = tempfile.mkdtemp(prefix="drvtma-test-fuzz-db-")
     load_profile(settings.HYPOTHESIS_PROFILE.get() or "ci")
 
 

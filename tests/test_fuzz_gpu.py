@@ -1,5 +1,6 @@
 """drvtma.fuzz on the H200: short campaigns of every target find nothing, a planted bug is shrunk to a reproducer
-that `drvtma repro` replays to the same diff, and two shards on one GPU give one process's result.
+that `drvtma repro` replays to the same diff, and two (or four, merged from their reports) shards on one GPU give
+one process's result.
 
 Sizes: DRVTMA_FUZZ_SECONDS (default 3 per campaign), DRVTMA_FUZZ_SEED (default 1). Figures go to
 DRVTMA_REPORT_JSONL when set.
@@ -79,3 +80,30 @@ def test_two_shards_on_one_gpu_give_one_process_result(ctx):
            same=(merged.by_label == whole.by_label and merged.size == whole.size))
     assert (merged.cases, merged.size, merged.mismatches, merged.by_label) == \
         (whole.cases, whole.size, whole.mismatches, whole.by_label)
+
+
+@pytest.mark.timing  # four shard processes share the GPU: their rate is the point
+def test_four_shards_on_one_gpu_merge_to_the_unsharded_campaign(ctx, tmp_path):
+    """`drvtma fuzz loads --shard K/4` as four processes on the one GPU, merged as `drvtma fuzz merge` merges."""
+    import subprocess
+    import sys
+
+    from drvtma.fuzz.merge import merge_reports
+    from drvtma.testing.children import child_env
+
+    examples = 2000
+    whole = run_campaign(fuzz_loads.LOADS, fuzz_loads.LOADS.configure(), seed=SEED, examples=examples, shrink=False)
+    argv = [sys.executable, "-m", "drvtma", "fuzz", "loads", "--seed", str(SEED), "--examples", str(examples),
+            "--no-db", "--no-shrink", "--quiet"]
+    procs = [subprocess.Popen([*argv, "--shard", f"{k}/4", "--out", str(tmp_path / f"shard{k}")],
+                              env=child_env(DRVTMA_REPORT_JSONL=""), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for k in range(4)]
+    outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+    assert all(proc.returncode in (0, 1) for proc in procs), "\n".join(outputs)
+    merged = merge_reports([tmp_path / f"shard{k}" for k in range(4)])
+    record("fuzz_shards", target="loads", shards=4, cases=merged.cases, unsharded_cases=whole.cases,
+           mismatches=merged.mismatches, per_second=round(merged.per_second, 1),
+           unsharded_per_second=round(whole.per_second, 1),
+           shard_per_second=[row["per_second"] for row in merged.per_shard])
+    assert merged.mismatches == 0 == whole.mismatches, "\n".join(outputs)
+    assert (merged.cases, merged.size, merged.by_label) == (whole.cases, whole.size, whole.by_label)

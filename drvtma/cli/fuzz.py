@@ -11,8 +11,8 @@ from ..errors import DrvtmaError
 
 from ..fuzz import report
 from ..fuzz.campaign import bound_by, run_campaign
-from ..fuzz.shard import parse_devices, run_sharded
-from ..fuzz.shrink import DEFAULT_DB, open_database
+from ..fuzz.shard import SHARD_FORMS, parse_devices, parse_shard, run_sharded
+from ..fuzz.shrink import DEFAULT_DB, is_redis_url, local_db_path, open_database
 from ..fuzz.targets import get_target, target_names
 from ..runtime.figures import record_figure
 from .parser import Parser, count, in_file, json_object, list_of, natural, out_dir, seconds
@@ -33,6 +33,21 @@ def _devices(text: str) -> str:
     return text
 
 
+def _database(text: str) -> str:
+    """A Redis URL (redis://host:port/0) or a folder drvtma may write into."""
+    return text if is_redis_url(text) else out_dir(text)
+
+
+def _shard(text: str) -> str:
+    """--shard's form, checked here; 'slurm' and 'k8s/N' read the environment once the arguments are parsed."""
+    head, _, tail = text.strip().partition("/")
+    if not (head == "slurm" and not tail) and head != "k8s":
+        parse_shard(text)
+    elif head == "k8s" and not tail.strip().isdigit():
+        raise ValueError(text)
+    return text
+
+
 def _parser() -> Parser:
     p = Parser(
         prog="drvtma fuzz", description="Fuzz a TMA operation against its oracle: a summary table by dtype, rank, "
@@ -40,8 +55,11 @@ def _parser() -> Parser:
         "(`drvtma repro FILE` replays one). Exit status 1 when a mismatch is found.",
         epilog="examples:\n  drvtma fuzz list\n  drvtma fuzz loads --examples 2000 --seed 1\n"
                "  drvtma fuzz encode --seconds 30 --spec my_map.json --out reports\n"
-               "  drvtma fuzz loads --fake-device --examples 100   (no GPU: tests the machinery only)")
-    p.add_argument("target", help=f"what to fuzz: {', '.join(target_names())} (or 'list')")
+               "  drvtma fuzz loads --fake-device --examples 100   (no GPU: tests the machinery only)\n"
+               "  drvtma fuzz loads --seed 7 --examples 8000 --shard slurm --out reports --db /shared/fuzz-db\n"
+               "  drvtma fuzz merge reports   (one report from the shards' reports; see docs/campaigns.md)")
+    p.add_argument("target", help=f"what to fuzz: {', '.join(target_names())} (or 'list'; 'merge DIR...' merges "
+                   "shard reports)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--examples", type=count, help="cases to check in all, >= 1 (default 1000 when no "
                         "--seconds)")
@@ -51,11 +69,16 @@ def _parser() -> Parser:
                    "fields): fuzz coordinates, data and bases for it instead of random maps")
     p.add_argument("--out", type=out_dir,
                    help=f"folder for reports and reproducers (default {DEFAULT_OUT})")
-    p.add_argument("--db", default=None, type=out_dir, help=f"hypothesis example database folder (default "
-                   f"{DEFAULT_DB}, or $DRVTMA_FUZZ_DB); known failures replay first")
+    p.add_argument("--db", default=None, type=_database, help=f"a shared example database: a folder (on a shared "
+                   f"disk) or a Redis URL (redis://host:6379/0, needs drvtma[redis]), used with the local one "
+                   f"({DEFAULT_DB}, or $DRVTMA_FUZZ_DB; alone by default); known failures replay first")
     p.add_argument("--no-db", action="store_true", help="use no example database")
     p.add_argument("--devices", type=_devices, help="shard over GPUs: 'all' or device numbers such as 0,1 (one "
-                   "process each; a number twice runs two shards on that device)")
+                   "process each; a number twice runs two shards on that device): --shard per device, then merge")
+    p.add_argument("--shard", type=_shard, help=f"run one of N disjoint parts of the campaign the seed defines: "
+                   f"{SHARD_FORMS}. 'slurm': K = $SLURM_ARRAY_TASK_ID - $SLURM_ARRAY_TASK_MIN, N = "
+                   f"$SLURM_ARRAY_TASK_COUNT; 'k8s/N': K = $JOB_COMPLETION_INDEX (Kubernetes Indexed Job). "
+                   f"--examples counts all shards together, --seconds each shard; `drvtma fuzz merge` joins them")
     p.add_argument("--no-shrink", action="store_true", help="write reproducers of the failing cases as found")
     p.add_argument("--max-shrinks", type=natural, default=5, help="failures to shrink, >= 0 (the rest are "
                    "written as found)")
@@ -103,7 +126,16 @@ def _load_spec(path, parser: Parser):
 
 def fuzz_command(argv: list[str]) -> int:
     parser = _parser()
+    if argv[:1] == ["merge"]:
+        return merge_command(argv[1:])
     args = parser.parse_args(argv)
+    if args.devices and args.shard:
+        parser.error("--shard: give --shard (this process is one shard) or --devices (one shard per device), "
+                     "not both")
+    try:
+        shard = parse_shard(args.shard) if args.shard else (0, 1)
+    except (ValueError, DrvtmaError) as exc:
+        parser.error(f"--shard {args.shard}: {exc}")
     if args.target == "list":
         for name in target_names():
             try:
@@ -131,8 +163,10 @@ def fuzz_command(argv: list[str]) -> int:
         raise
     except ValueError as exc:  # a spec this target cannot take
         parser.error(f"--spec: {exc}")
+    if shard[1] > 1 and args.seed is None:
+        parser.error("--seed: give it with --shard (every shard must draw from the one campaign the seed defines)")
     seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
-    db_path = None if args.no_db else (args.db or str(DEFAULT_DB))
+    db_path = None if args.no_db else (args.db or str(local_db_path()))
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
                     shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds)
     devices = parse_devices(args.devices)
@@ -140,8 +174,12 @@ def fuzz_command(argv: list[str]) -> int:
         result = run_sharded(target.name, options, devices, database_path=db_path, **campaign)
     else:
         database = open_database(db_path) if db_path else None
-        result = run_campaign(target, options, database=database, progress=not args.quiet, **campaign)
-    out = Path(args.out)
+        result = run_campaign(target, options, database=database, progress=not args.quiet, shard=shard, **campaign)
+    return _finish(target, result, Path(args.out))
+
+
+def _finish(target, result, out: Path) -> int:
+    """Reproducers, the reports, the summary on stdout and the figure line; exit 1 when anything failed."""
     reproducers = report.write_reproducers(target, result, out)
     js, md = report.write_reports(result, out, reproducers)
     print(report.summary_table(result))
@@ -156,9 +194,30 @@ def fuzz_command(argv: list[str]) -> int:
     record_figure({"test": "fuzz_campaign", "target": target.name, "cases": result.cases, "size": result.size,
                    "unit": target.unit, "seconds": round(result.seconds, 3),
                    "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
-                   "mismatches": result.mismatches, "seed": seed, "shards": result.shards,
+                   "mismatches": result.mismatches, "seed": result.seed, "shards": result.shards,
                    "bound_by": bound_by(result.timing), "timing": result.timing})
     return 1 if result.mismatches or result.known_failures else 0
+
+
+def merge_command(argv: list[str]) -> int:
+    from ..fuzz.merge import MergeError, merge_reports
+
+    p = Parser(prog="drvtma fuzz merge", description="Merge the JSON reports of a campaign's shards (`drvtma fuzz "
+               "TARGET --shard K/N`) into one report, Markdown and JSON: cases, mismatches by dtype, rank, swizzle "
+               "and fill, rates per shard and in all, every failure with its shard and a reproducer. Refuses "
+               "reports of different targets, options, seeds, budgets or drvtma versions (exit 2). Exit 1 when "
+               "a shard found a mismatch.")
+    p.add_argument("dirs", nargs="+", metavar="DIR", help="folders holding shard reports (*-report.json), or files")
+    p.add_argument("--out", type=out_dir, help="folder for the merged report and reproducers (default: the first "
+                   "DIR/merged)")
+    args = p.parse_args(argv)
+    try:
+        result = merge_reports(args.dirs)
+    except MergeError as exc:
+        p.error(str(exc))
+    out = Path(args.out) if args.out else (Path(args.dirs[0]) if Path(args.dirs[0]).is_dir()
+                                           else Path(args.dirs[0]).parent) / "merged"
+    return _finish(get_target(result.target), result, out)
 
 
 # what every reproducer holds (report.reproducer writes them)

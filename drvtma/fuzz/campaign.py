@@ -2,7 +2,8 @@
 
 Case i of a campaign with seed S is built from `case_seed(S, i)` alone, and batch b holds cases
 [b * B, (b + 1) * B) for the target's B = cases_per_batch. A shard k of n runs batches k, k + n, k + 2n, ...: no
-two shards draw the same case, and with ``examples`` fixed the merged result equals one process's.
+two shards draw the same case, and with ``examples`` fixed the merged result equals one process's. With
+``seconds`` each shard walks its own batches of the one case stream for that long.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Failure:
     shrunk_case: object = None
     shrunk_outcome: Outcome | None = None
     shrink: dict = field(default_factory=dict)  # how shrinking went: calls, seconds, method
+    shard: int = 0  # the shard that found it
 
 
 @dataclass
@@ -50,6 +52,9 @@ class CampaignResult:
     known_failures: int = 0  # replayed from the database and still failing
     shards: int = 1
     devices: list = field(default_factory=list)
+    shard: int | None = 0  # this shard's index k (None: a merge of several)
+    budget: dict = field(default_factory=dict)  # {"examples": ..., "seconds": ...}: the campaign a seed defines
+    per_shard: list = field(default_factory=list)  # a merge's rows: shard, cases, size, mismatches, seconds, devices
 
     def add(self, target: Target, case, outcome: Outcome) -> None:
         size = target.size(case)
@@ -127,14 +132,16 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     if examples is None and seconds is None:
         examples = 1000
     seed, examples, seconds, k, n = check_campaign(target, options, seed, examples, seconds, shard)
-    result = CampaignResult(target.name, options, int(seed), shards=n)
+    result = CampaignResult(target.name, options, int(seed), shards=n, shard=k,
+                            budget={"examples": examples, "seconds": seconds})
     own_session = session is None
     session = target.session(options, fake=fake) if own_session else session
     bar = Progress(progress, examples, seconds, target.unit)
     timing = Counter()
     try:
-        if database is not None and k == 0:  # one shard replays the database, so merged counts stay exact
+        if database is not None:  # every shard replays it (outside the counts); a merge keeps each case once
             for failure in shrinking.replay_known(target, options, session, database):
+                failure.shard = k
                 result.failures.append(failure)
                 result.known_failures += 1
         started = time.perf_counter()
@@ -154,7 +161,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
             for i, ((case, trace), outcome) in enumerate(zip(built, outcomes)):
                 result.add(target, case, outcome)
                 if not outcome.ok:
-                    result.failures.append(Failure(first + i, case, trace, outcome))
+                    result.failures.append(Failure(first + i, case, trace, outcome, shard=k))
             result.batches.append(batch)
             batch += n
             bar.update(result)
@@ -194,21 +201,33 @@ def check_campaign(target, options, seed, examples, seconds, shard) -> tuple:
     return seed, examples, seconds, k, n
 
 
-def merge_results(parts: list[CampaignResult]) -> CampaignResult:
-    """One result from the shards' results (counts summed, failures in case order, seconds of the slowest)."""
+def merge_results(parts: list[CampaignResult], case_key=None) -> CampaignResult:
+    """One result from the shards' results (counts summed, failures in case order, seconds of the slowest).
+    A failure replayed from the database by several shards is kept once (`case_key(case)` tells cases apart)."""
     if not parts:
         raise ArgumentError("fuzz_shard", "parts", parts, "give the shards' CampaignResults (at least one)")
     first = parts[0]
-    merged = CampaignResult(first.target, first.options, first.seed, shards=len(parts))
+    merged = CampaignResult(first.target, first.options, first.seed, shards=len(parts), shard=None,
+                            budget=first.budget)
     timing = Counter()
-    for part in parts:
+    known = set()
+    for part in sorted(parts, key=lambda p: p.shard or 0):
         merged.cases += part.cases
         merged.size += part.size
         merged.mismatches += part.mismatches
-        merged.known_failures += part.known_failures
+        merged.per_shard.append({"shard": part.shard, "cases": part.cases, "size": part.size,
+                                 "mismatches": part.mismatches, "seconds": round(part.seconds, 3),
+                                 "per_second": round(part.per_second, 1), "devices": part.devices})
         merged.seconds = max(merged.seconds, part.seconds)
         merged.batches += part.batches
-        merged.failures += part.failures
+        for failure in part.failures:
+            if failure.index is None:
+                key = case_key(failure.case) if case_key else id(failure)
+                if key in known:
+                    continue
+                known.add(key)
+                merged.known_failures += 1
+            merged.failures.append(failure)
         merged.devices += part.devices
         for key, row in part.by_label.items():
             total = merged.by_label.setdefault(key, [0, 0, 0])

@@ -48,16 +48,33 @@ def headline(result: CampaignResult) -> str:
             + (f", {result.shards} shards" if result.shards > 1 else ""))
 
 
+def failure_json(target, failure: Failure, reproducer_path: str | None) -> dict:
+    """One failure as a report holds it: enough to rebuild it in a merge (cases, choices, outcomes) and its shard."""
+    shrunk = failure.shrunk_case is not None
+    return {"case_index": failure.index, "shard": failure.shard,
+            "detail": failure.outcome.detail.splitlines()[0] if failure.outcome.detail else "",
+            "shrink": failure.shrink, "reproducer": reproducer_path, "trace": failure.trace,
+            "case": target.case_to_json(failure.case), "outcome": outcome_json(failure.outcome),
+            "shrunk_case": target.case_to_json(failure.shrunk_case) if shrunk else None,
+            "shrunk_outcome": outcome_json(failure.shrunk_outcome) if failure.shrunk_outcome else None}
+
+
 def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dict:
-    return {"target": result.target, "seed": result.seed, "options": result.options, "cases": result.cases,
+    from ..compat import drvtma_version
+    from .targets import get_target
+
+    target, paths = get_target(result.target), list(reproducers or [])
+    paths += [None] * (len(result.failures) - len(paths))
+    return {"drvtma_version": drvtma_version(), "shard": None if result.shard is None else [result.shard, result.shards],
+            "budget": result.budget, "batches": result.batches, "per_shard": result.per_shard,
+            "target": result.target, "seed": result.seed, "options": result.options, "cases": result.cases,
             "size": result.size, "unit": _unit(result), "mismatches": result.mismatches,
             "known_failures": result.known_failures, "seconds": round(result.seconds, 3),
             "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
             "timing": result.timing, "bound_by": bound_by(result.timing), "shards": result.shards,
             "devices": result.devices,
             "by": [dict(zip(("label", "value", "cases", "size", "mismatches"), row)) for row in summary_rows(result)],
-            "failures": [{"case_index": f.index, "detail": f.outcome.detail.splitlines()[0] if f.outcome.detail else "",
-                          "shrink": f.shrink} for f in result.failures],
+            "failures": [failure_json(target, f, path) for f, path in zip(result.failures, paths)],
             "reproducers": reproducers or []}
 
 
@@ -73,6 +90,17 @@ def to_markdown(result: CampaignResult, reproducers: list[str] | None = None) ->
         lines += ["## Reproducers (replay with `drvtma repro FILE`)", ""]
         lines += [f"- `{path}`" for path in reproducers]
         lines.append("")
+    if result.per_shard:
+        lines += ["## Shards", "", table_text(["shard", "cases", _unit(result), "mismatches", "seconds", "cases/s",
+                                               "devices"], [[r["shard"], r["cases"], r["size"], r["mismatches"],
+                                                             r["seconds"], r["per_second"], ",".join(r["devices"])]
+                                                            for r in result.per_shard], "github"), ""]
+    if result.failures:
+        paths = list(reproducers or []) + [""] * len(result.failures)
+        lines += ["## Failures", "", table_text(["case", "shard", "reproducer", "first line"], [
+            [f.index if f.index is not None else "database", f.shard, paths[i],
+             f.outcome.detail.splitlines()[0] if f.outcome.detail else ""] for i, f in enumerate(result.failures)],
+            "github"), ""]
     for f in result.failures[:10]:
         outcome = f.shrunk_outcome or f.outcome
         lines += [f"### case {f.index if f.index is not None else '(from the database)'}", "", "```",
@@ -80,9 +108,16 @@ def to_markdown(result: CampaignResult, reproducers: list[str] | None = None) ->
     return "\n".join(lines)
 
 
+def report_stem(result: CampaignResult) -> str:
+    """`loads-report`, or `loads-shard2of4-report` for one shard (shards may share a folder on a shared disk)."""
+    if result.shard is None or result.shards == 1:
+        return f"{result.target}-report"
+    return f"{result.target}-shard{result.shard}of{result.shards}-report"
+
+
 def write_reports(result: CampaignResult, out: Path, reproducers: list[str]) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
-    js, md = out / f"{result.target}-report.json", out / f"{result.target}-report.md"
+    js, md = out / f"{report_stem(result)}.json", out / f"{report_stem(result)}.md"
     js.write_text(json.dumps(to_json(result, reproducers), indent=2, sort_keys=True, default=str) + "\n")
     md.write_text(to_markdown(result, reproducers) + "\n")
     return js, md
@@ -121,7 +156,7 @@ def write_reproducers(target, result: CampaignResult, out: Path) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     paths = []
     for n, failure in enumerate(result.failures):
-        tag = f"case{failure.index}" if failure.index is not None else f"db{n}"
+        tag = f"case{failure.index}" if failure.index is not None else f"db{n}-shard{failure.shard}"
         path = out / f"repro-{target.name}-seed{result.seed}-{re.sub(r'[^A-Za-z0-9_-]', '', tag)}.json"
         d = reproducer(target, result, failure)
         if n == 0:

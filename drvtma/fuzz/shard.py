@@ -1,16 +1,17 @@
-"""Sharding a campaign over GPUs: one subprocess per shard, pinned with CUDA_VISIBLE_DEVICES, results merged.
+"""Sharding a campaign over the GPUs of one host: one subprocess per shard, pinned with CUDA_VISIBLE_DEVICES, each
+writing the JSON report `drvtma fuzz --shard K/N` writes, merged as `drvtma fuzz merge` merges them (one mechanism
+for one host, a Slurm array or a Kubernetes Indexed Job).
 
 Subprocesses rather than a process pool or pytest-xdist: a CUDA context does not survive fork, the device must be
 chosen before the driver starts (an environment variable per process), and a shard that faults its context (a
 sticky error) ends only itself. Shard k of n runs batches k, k + n, ... of the same seed (`run_campaign`), so the
 shards never draw the same case, and the merged result of n shards equals one process's for a fixed --examples.
 
-`python -m drvtma.fuzz.shard JOB.pickle RESULT.pickle` runs one shard (what the parent starts).
+`python -m drvtma.fuzz.shard JOB.pickle OUT_DIR` runs one shard (what the parent starts).
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 import sys
@@ -18,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import settings
 from ..testing.children import child_env
-from .campaign import CampaignResult, merge_results, run_campaign
+from .campaign import CampaignResult, run_campaign
 
 
 def parse_devices(text: str | None) -> list[str] | None:
@@ -27,7 +29,7 @@ def parse_devices(text: str | None) -> list[str] | None:
     if not text:
         return None
     if text.strip() == "all":
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        visible = settings.VISIBLE_DEVICES.get()
         if visible:
             return [v.strip() for v in visible.split(",") if v.strip()]
         from cuda.bindings import driver as cu
@@ -42,6 +44,37 @@ def parse_devices(text: str | None) -> list[str] | None:
     return devices
 
 
+SHARD_FORMS = "K/N (0 <= K < N), 'slurm' or 'k8s/N'"
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """(k, n) from --shard: 'K/N'; 'slurm' (K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, N =
+    SLURM_ARRAY_TASK_COUNT); 'k8s/N' (K = JOB_COMPLETION_INDEX of a Kubernetes Indexed Job). ValueError says why."""
+    head, _, tail = text.strip().partition("/")
+    if head == "slurm" and not tail:
+        task, count = settings.SLURM_TASK_ID.get(), settings.SLURM_TASK_COUNT.get()
+        if task is None or count is None:
+            raise ValueError("'slurm' reads SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, and one is unset "
+                             "(run it in a job array: sbatch --array=0-3)")
+        k, n = task - settings.SLURM_TASK_MIN.get(), count
+    elif head == "k8s":
+        k = settings.JOB_COMPLETION_INDEX.get()
+        if k is None:
+            raise ValueError("'k8s/N' reads JOB_COMPLETION_INDEX, and it is unset (run it in an Indexed Job)")
+        n = _whole(tail)
+    else:
+        k, n = _whole(head), _whole(tail)
+    if not 0 <= k < n:
+        raise ValueError(f"shard {k} of {n}: give {SHARD_FORMS}")
+    return k, n
+
+
+def _whole(text: str) -> int:
+    if not text.strip().isdigit():
+        raise ValueError(f"{text!r} is not a whole number: give {SHARD_FORMS}")
+    return int(text)
+
+
 def shard_timeout(*, seconds=None, examples=None, shrink=True, max_shrinks=5, shrink_seconds=60.0, **_) -> float:
     """How long a shard may take before it is stopped: its time budget (or an hour for a case count), the
     shrinking it may do, and 5 minutes for start-up and compiles."""
@@ -51,19 +84,22 @@ def shard_timeout(*, seconds=None, examples=None, shrink=True, max_shrinks=5, sh
 
 def run_sharded(target_name: str, options: dict, devices: list[str], *, database_path=None, **campaign) -> \
         CampaignResult:
-    """One subprocess per entry of `devices` (the same device may appear twice: two shards on one GPU)."""
+    """One subprocess per entry of `devices` (the same device may appear twice: two shards on one GPU), their
+    reports merged (`drvtma.fuzz.merge`)."""
+    from .merge import merge_reports
+
     n = len(devices)
     with tempfile.TemporaryDirectory(prefix="drvtma-fuzz-") as tmp:
         procs = []
         for k, device in enumerate(devices):
             job = Path(tmp) / f"job{k}.pickle"
-            out = Path(tmp) / f"result{k}.pickle"
+            out = Path(tmp) / f"shard{k}"
             job.write_bytes(pickle.dumps({"target": target_name, "options": options, "shard": (k, n),
                                           "device": device, "database": database_path, **campaign}))
             procs.append((k, out, subprocess.Popen([sys.executable, "-m", "drvtma.fuzz.shard", str(job), str(out)],
                                                    env=child_env(CUDA_VISIBLE_DEVICES=device), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                    text=True)))
-        parts, errors = [], []
+        errors = []
         deadline = time.monotonic() + shard_timeout(**campaign)
         for k, out, proc in procs:
             try:
@@ -76,13 +112,12 @@ def run_sharded(target_name: str, options: dict, devices: list[str], *, database
             if proc.returncode != 0 or not out.exists():
                 errors.append(f"shard {k} (device {devices[k]}) exited {proc.returncode}:\n{stderr[-2000:]}")
                 continue
-            parts.append(pickle.loads(out.read_bytes()))
         if errors:
             raise RuntimeError("\n\n".join(errors))
-    return merge_results(parts)
+        return merge_reports([out for _, out, _ in procs])
 
 
-def _run_job(job: dict) -> CampaignResult:
+def run_job(job: dict) -> CampaignResult:
     from .shrink import open_database
     from .targets import get_target
 
@@ -96,9 +131,10 @@ def _run_job(job: dict) -> CampaignResult:
 
 
 def main(argv: list[str]) -> int:
-    job_path, result_path = argv
-    result = _run_job(pickle.loads(Path(job_path).read_bytes()))
-    Path(result_path).write_bytes(pickle.dumps(result))
+    from .report import write_reports
+
+    job_path, out = argv
+    write_reports(run_job(pickle.loads(Path(job_path).read_bytes())), Path(out), [])
     return 0
 
 

@@ -18,14 +18,48 @@ from .. import settings
 from ..compat import hypothesis_choices_to_bytes
 from .choosers import HypothesisChooser
 
-DEFAULT_DB = Path(settings.FUZZ_DB.get() or Path.home() / ".cache" / "drvtma" / "fuzz-db")
+DEFAULT_DB = Path.home() / ".cache" / "drvtma" / "fuzz-db"
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def local_db_path() -> Path:
+    """This machine's example database folder: $DRVTMA_FUZZ_DB, else ~/.cache/drvtma/fuzz-db (read at each call)."""
+    return Path(settings.FUZZ_DB.get() or DEFAULT_DB)
+
+
+def is_redis_url(text) -> bool:
+    return isinstance(text, str) and text.startswith(REDIS_SCHEMES)
+
+
+def _redis_database(url: str):
+    """hypothesis' RedisExampleDatabase on `url`, checked with a ping now (not at the first failure)."""
+    from ..errors import ArgumentError, DrvtmaError
+
+    try:
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+    except ImportError:
+        raise DrvtmaError(f"--db {url}: a Redis database needs the redis package; pip install 'drvtma[redis]'") \
+            from None
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise ArgumentError("fuzz_db", "--db", url, "start the Redis server or give a reachable URL",
+                            f"no Redis answers there ({exc})") from None
+    return RedisExampleDatabase(client)
 
 
 def open_database(path=None):
-    """A hypothesis DirectoryBasedExampleDatabase at `path` (default ~/.cache/drvtma/fuzz-db, $DRVTMA_FUZZ_DB)."""
-    from hypothesis.database import DirectoryBasedExampleDatabase
+    """The example database: None -> the local folder (`local_db_path`); a folder (on a shared disk) or a Redis URL
+    -> that one multiplexed with the local folder, so every shard's failures replay everywhere and here."""
+    from hypothesis.database import DirectoryBasedExampleDatabase, MultiplexedDatabase
 
-    return DirectoryBasedExampleDatabase(str(Path(path) if path else DEFAULT_DB))
+    local = DirectoryBasedExampleDatabase(str(local_db_path()))
+    if path is None or (not is_redis_url(path) and Path(path).resolve() == local_db_path().resolve()):
+        return local
+    shared = _redis_database(path) if is_redis_url(path) else DirectoryBasedExampleDatabase(str(path))
+    return MultiplexedDatabase(shared, local)
 
 
 def database_key(target, options: dict) -> bytes:
@@ -48,13 +82,19 @@ def case_strategy(target, options: dict):
     return st.composite(build)()
 
 
+class _OutOfTime(BaseException):
+    """Raised through hypothesis (not an Exception: not taken for a failure of the case) to end `find` at the
+    deadline; hypothesis would otherwise keep shrinking, each new candidate refused, for up to 5 minutes."""
+
+
 class _Checker:
-    """Runs candidates on the session, remembers each answer, and stops trying new ones after the deadline."""
+    """Runs candidates on the session, remembers each answer, and stops hypothesis after the deadline."""
 
     def __init__(self, target, session, deadline: float):
         self.target, self.session, self.deadline = target, session, deadline
         self.answers: dict[str, object] = {}
         self.calls = 0
+        self.last_failing = None  # while shrinking, each failing candidate is hypothesis' new smallest
 
     def key(self, case) -> str:
         return json.dumps(self.target.case_to_json(case), sort_keys=True, default=str)
@@ -63,9 +103,11 @@ class _Checker:
         key = self.key(case)
         if key not in self.answers:
             if time.perf_counter() > self.deadline:
-                return False  # out of time: only cases already seen to fail still count (hypothesis' last replay)
+                raise _OutOfTime
             self.calls += 1
             self.answers[key] = self.session.check([case])[0]
+        if not self.answers[key].ok:
+            self.last_failing = case
         return not self.answers[key].ok
 
 
@@ -79,6 +121,8 @@ def _find(target, options, checker: _Checker, database, key: bytes, phases, max_
         return find(case_strategy(target, options), checker.fails, settings=config, database_key=key)
     except (NoSuchExample, Unsatisfiable):
         return None
+    except _OutOfTime:
+        return checker.last_failing
 
 
 def shrink_failure(target, options: dict, session, failure, database=None, *, seconds: float = 60.0) -> None:

@@ -10,7 +10,10 @@
   reproducer and the picture of the first differing box (SVG, expected vs got), both named in the failure;
 - hypothesis profiles ``drvtma-ci`` (no deadline: first calls compile kernels) and ``drvtma-gpu-long`` (2000
   examples), loaded when ``DRVTMA_HYPOTHESIS_PROFILE`` names one (``ci`` and ``gpu-long`` work too), or with
-  hypothesis' own ``--hypothesis-profile``.
+  hypothesis' own ``--hypothesis-profile``;
+- pytest-xdist (``pytest -n N``): each worker gets its own GPU, round-robin over the visible ones, through
+  ``CUDA_VISIBLE_DEVICES`` set before the driver starts (one GPU: the workers share it). Hypothesis' example
+  database stays the one folder every worker of the run shares (``.hypothesis/examples`` or the profile's).
 
 Strategies and builders are in `drvtma.testing` (``valid_specs``, ``load_cases``, ``build_coordinates``, ...).
 """
@@ -18,6 +21,7 @@ Strategies and builders are in `drvtma.testing` (``valid_specs``, ``load_cases``
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 import pytest
@@ -30,6 +34,34 @@ PROFILES = {"ci": "drvtma-ci", "gpu-long": "drvtma-gpu-long"}
 GPU_MARKER = "gpu: needs an NVIDIA GPU with TMA (skipped with the driver's own message when there is none)"
 NEEDS_MARKER = ("needs(*features): GPU capabilities the test uses (drvtma.runtime.capabilities.FEATURES); skipped "
                 "with the named rule on a GPU or DRVTMA_ARCH target without them")
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, known without starting the driver: CUDA_VISIBLE_DEVICES, else the kernel
+    driver's list (/proc/driver/nvidia/gpus); empty when neither says."""
+    visible = settings.VISIBLE_DEVICES.get()
+    if visible is not None:
+        return [v.strip() for v in visible.split(",") if v.strip()]
+    try:
+        return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
+    except OSError:
+        return []
+
+
+def worker_gpu(worker: str | None, gpus: list[str]) -> str | None:
+    """The GPU of xdist worker `worker` (gw0, gw1, ...): round-robin over `gpus`; None outside xdist or with
+    fewer than two GPUs (then every worker keeps what it sees and they share it)."""
+    if not worker or len(gpus) < 2 or not worker.startswith("gw") or not worker[2:].isdigit():
+        return None
+    return gpus[int(worker[2:]) % len(gpus)]
+
+
+def pin_xdist_worker() -> str | None:
+    """Under pytest-xdist, give this worker its GPU through CUDA_VISIBLE_DEVICES (before any driver call)."""
+    gpu = worker_gpu(settings.XDIST_WORKER.get(), visible_gpus())
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+    return gpu
 
 
 def register_profiles() -> None:
@@ -59,6 +91,7 @@ def load_profile(name: str | None = None) -> str | None:
 def pytest_configure(config) -> None:
     config.addinivalue_line("markers", GPU_MARKER)
     config.addinivalue_line("markers", NEEDS_MARKER)
+    pin_xdist_worker()
     try:
         if settings.HYPOTHESIS_PROFILE.get():
             load_profile()
