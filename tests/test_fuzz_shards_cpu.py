@@ -215,8 +215,9 @@ def test_the_xdist_recipe_gives_each_worker_a_gpu_and_one_database(tmp_path):
         "        f.write(os.environ['CUDA_VISIBLE_DEVICES'] + ' ' + str(settings().database))\n")
     argv = [sys.executable, "-m", "pytest", "-p", "drvtma.testing.plugin", "-p", "no:cacheprovider", "-q",
             *line.group(0).split()[1:]]
-    run = subprocess.run(argv, cwd=tmp_path, env=child_env(CUDA_VISIBLE_DEVICES="0,1,2,3"), capture_output=True,
-                         text=True, timeout=300)
+    # a fresh pytest, not a worker: under `pytest -n` this test's own PYTEST_XDIST_* would make it one
+    env = {k: v for k, v in child_env(CUDA_VISIBLE_DEVICES="0,1,2,3").items() if not k.startswith("PYTEST_XDIST")}
+    run = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
     seen = {p.name: p.read_text().split(" ", 1) for p in (tmp_path / "tests").glob("gw*")}
     assert {w: gpu for w, (gpu, _) in seen.items()} == {f"gw{i}": str(i) for i in range(len(seen))}
