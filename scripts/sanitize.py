@@ -37,6 +37,7 @@ FAMILIES: dict[str, list[str]] = {
     "rings_thread": [FAMILY_SCRIPT, "rings_thread"],    # pipeN, ws: thread split
     "rings_warp": [FAMILY_SCRIPT, "rings_warp"],        # pipeN, ws: warp-owned tiles
     "load_probe": [FAMILY_SCRIPT, "load_probe"],
+    "im2col_probe": [FAMILY_SCRIPT, "im2col_probe"],  # im2col loads, ranks 3-5
     "store_probe": [FAMILY_SCRIPT, "store_probe"],      # tensor stores, reductions, bulk stores
     "core": [FAMILY_SCRIPT, "core"],
     "release_repro": [FAMILY_SCRIPT, "release_repro"],  # the one-stage ring that shows racecheck's view of a release

@@ -82,6 +82,27 @@ def load_probe() -> None:
 
 
 @family
+def im2col_probe() -> None:
+    """im2col loads of ranks 3-5 (random specs, corners, offsets and fills, as tests/test_im2col_gpu.py draws
+    them), bit for bit against the oracle."""
+    from drvtma import DeviceBuffer
+    from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
+    from drvtma.testing.strategies import RngChooser
+    from drvtma.tma.im2col_probe import Im2colProbe, check_im2col_loads
+
+    ch = RngChooser(np.random.default_rng(3))
+    with Im2colProbe() as probe:
+        for rank in (3, 4, 5):
+            spec = build_im2col_spec(ch, ranks=(rank,))
+            coords, offsets = build_im2col_loads(ch, spec, 4)
+            host = np.random.default_rng(rank).integers(0, 256, max(spec.extent_bytes, 16), dtype=np.uint8)
+            with DeviceBuffer.from_array(host) as buf:
+                result = check_im2col_loads(spec, host, coords, offsets, target=buf, probe=probe)
+            if not result.ok:
+                raise AssertionError(result.report)
+
+
+@family
 def store_probe() -> None:
     """Tensor stores and reductions (one box per CTA, guards checked) and 1D bulk stores."""
     from drvtma.tma import store_probe as P
