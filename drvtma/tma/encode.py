@@ -164,8 +164,7 @@ def _geometry(spec: TensorMapSpec, smem_limit: int | None) -> _Geometry:
     geometry = _geometries.get(key)
     if geometry is None:
         extent = None
-        if _encode_call is None and spec.target is None and (spec.dtype.bits or spec.swizzle > 3):
-            _open_driver()  # a Blackwell map without a target is checked for the device: open its context first
+        open_for_default_target(spec)
         if smem_limit is not None:
             extent = _geometry_holds(spec, smem_limit)
             if extent is None:
@@ -222,6 +221,13 @@ def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
 
 _encode_call = None
 _SUCCESS = 0
+
+
+def open_for_default_target(spec) -> None:
+    """A map using a Blackwell feature (packed type, swizzle atom) without a target of its own is checked for the
+    open context's device (targets.spec_target): open the context first, else the check answers for sm_90a."""
+    if _encode_call is None and getattr(spec, "target", None) is None and (spec.dtype.bits or spec.swizzle > 3):
+        _open_driver()
 
 
 def _open_driver() -> None:

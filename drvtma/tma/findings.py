@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import RuleError
-from .decode import UNKNOWN_LAYOUT, decode, derived_words, fields
+from .decode import UNKNOWN_LAYOUT, decode, derived_words, fields, map_bytes
 from .rules import validate_all
 from .spec import TensorMapSpec, contiguous_strides_bytes
 
@@ -46,8 +46,9 @@ class MapReport:
 def explain(obj) -> MapReport:
     """decode + every rule + the findings, for bytes, hex, a NumPy / torch / CuPy buffer of 128 bytes, a drvtma
     TensorMap or a cuda.core TensorMapDescriptor (decode.map_bytes reads them all)."""
-    f = fields(obj)
-    spec, address = decode(obj)
+    raw = map_bytes(obj)  # once: a torch / CuPy buffer is copied to the host here
+    f = fields(raw)
+    spec, address = decode(raw)
     return MapReport(spec, address, validate_all(spec), map_findings(f, spec))
 
 
@@ -55,15 +56,11 @@ def _dense(spec: TensorMapSpec) -> bool:
     return tuple(spec.strides_bytes) == contiguous_strides_bytes(spec.shape, spec.itemsize)
 
 
-def _span_bytes(spec: TensorMapSpec) -> int:
-    return sum((n - 1) * s for n, s in zip(spec.shape, spec.strides_bytes)) + spec.itemsize
-
-
 def map_findings(f, spec: TensorMapSpec) -> list[Finding]:
     """The findings of a decoded map (`f`: decode.fields of the same bytes)."""
     out = []
     if f.small_tensor_bit:
-        pattern = not _dense(spec) and _span_bytes(spec) < SMALL_TENSOR_BYTES
+        pattern = not _dense(spec) and spec.extent_bytes < SMALL_TENSOR_BYTES
         out.append(Finding(
             "oob_address_generation_bit85",
             "bit 85 (qword 1 bit 21, byte 10 bit 5) is set: the out-of-bounds address-generation mode a Blackwell "

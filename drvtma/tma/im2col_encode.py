@@ -4,7 +4,7 @@ alone, for the validator-vs-driver fuzz), both to the 128-byte `TensorMap` kerne
 from __future__ import annotations
 
 from ..errors import CudaError, TensorMapError
-from .encode import TensorMap, _resolve_target
+from .encode import TensorMap, _resolve_target, open_for_default_target
 from .im2col_rules import validate_im2col
 from .im2col_spec import Im2colParams, Im2colSpec
 from .rules import address_error, bounds_error
@@ -57,6 +57,7 @@ def encode_im2col(spec: Im2colSpec, target=None, *, validate: bool = True) -> Te
                              "from_array, from_dict)", "encode_im2col encodes im2col specs")
     address, keepalive, available = _resolve_target(spec.base_address, target)
     if validate:
+        open_for_default_target(spec)  # a swizzle atom is checked for the device's target, as encode_tiled does
         errors = validate_im2col(spec)
         if errors:
             raise errors[0]
