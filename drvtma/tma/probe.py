@@ -126,7 +126,7 @@ class PendingImages:
     def wait(self) -> np.ndarray:
         """Download the images (a synchronous copy: it waits for the launch) and check the probe's status."""
         out = self._buf.download(np.uint8, self._shape)
-        self._probe.status.check(PROBE_KERNEL)
+        self._probe.status.check(self._probe.KERNEL)
         return out
 
 
