@@ -63,6 +63,17 @@ def test_build_targets_per_gpu():
         assert info.value.rule == "needs_wgmma"
 
 
+def test_a_users_file_named_like_a_family_is_the_users(tmp_path, monkeypatch):
+    (tmp_path / "tma").mkdir()
+    for name in ("pipelines.cu", "tma/load_probe.cu"):
+        (tmp_path / name).write_text('extern "C" __global__ void k() {}\n')
+    monkeypatch.chdir(tmp_path)
+    h200 = caps.for_device(H200)
+    for source in ("pipelines.cu", "tma/load_probe.cu", str(tmp_path / "tma" / "load_probe.cu")):
+        assert families.family_of(source) is None
+        assert families.build_target(source, h200) == "sm_90a"  # its needs are unknown: the arch's own target
+
+
 def test_drvtma_arch_forces_a_target_and_refuses_what_it_cannot_build(monkeypatch):
     h200 = caps.for_device(H200)
     monkeypatch.setenv("DRVTMA_ARCH", "compute_90")

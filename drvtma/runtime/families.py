@@ -19,6 +19,7 @@ from pathlib import Path
 from .. import settings
 from . import capabilities as caps
 from . import compiler
+from ..errors import ArgumentError
 
 
 @dataclass(frozen=True)
@@ -61,20 +62,20 @@ FAMILIES = {
 
 def family_of(source) -> Family | None:
     """The family of a kernel under cu/ (a Path, a path under cu/ or a bare name); None for anything else (a user's
-    kernel or source text), whose needs drvtma cannot know."""
-    if isinstance(source, Path):
+    kernel or source text), whose needs drvtma cannot know. A name is found as the compiler finds it, so a user's
+    file that shares a name with one of drvtma's (here, or as an absolute path) is the user's."""
+    if isinstance(source, str) and "\n" not in source and source.endswith(".cu"):
         try:
-            parts = source.resolve().relative_to(compiler.cu_dir().resolve()).parts
-        except ValueError:  # a file outside cu/: a user's kernel
+            source = compiler.find_source(source)
+        except ArgumentError:  # missing or ambiguous: no family (the compile names the problem)
             return None
-    elif isinstance(source, str) and "\n" not in source and source.endswith(".cu"):
-        parts = tuple(source.split("/")[-2:])
-    else:
+    if not isinstance(source, Path):
         return None
-    if len(parts) == 2:
-        return FAMILIES.get("/".join(parts))
-    found = [f for key, f in FAMILIES.items() if key.endswith("/" + parts[0])]
-    return found[0] if len(found) == 1 else None
+    try:
+        parts = source.resolve().relative_to(compiler.cu_dir().resolve()).parts
+    except ValueError:  # a file outside cu/: a user's kernel
+        return None
+    return FAMILIES.get("/".join(parts))
 
 
 def build_target(source, row: caps.Arch | None = None) -> str:

@@ -94,7 +94,7 @@ class Module(Resource):
         `target` (default: `families.build_target`, after its capability checks) and load it."""
         built = images.read_image(source)
         if built is not None:
-            return cls(built[1], name=str(name or built[2])[:80], params=params)
+            return cls._from_image(built, name, params)
         target = target or build_target(source)
         build = dict(name=name, options=options, defines=defines, include_dirs=include_dirs)
         image = compiler.compile_cubin(source, arch=target, **build)
@@ -103,6 +103,11 @@ class Module(Resource):
             cubin = compiler.compile_cubin(source, arch="sm_" + target[len("compute_"):], **build)
         label = str(name or source if not isinstance(source, bytes) else "<source>")[:80]
         return cls(cubin, name=label, image=image, target=target, params=params)
+
+    @classmethod
+    def _from_image(cls, built: tuple, name, params) -> Module:
+        """Load what images.read_image read."""
+        return cls(built[1], name=str(name or built[2])[:80], params=params)
 
     def kernel(self, name: str) -> Kernel:
         if name not in self._kernels:
@@ -151,13 +156,15 @@ def load_module(source, *, options=(), defines=None, include_dirs=(), params=Non
     else:
         what = str(Path(source).resolve()) if isinstance(source, (str, Path)) and "\n" not in str(source) \
             and Path(source).is_file() else str(source)
-    target = None if images.read_image(source) is not None else build_target(source)
+    built = images.read_image(source)  # read once: Module.load would read it again
+    target = None if built is not None else build_target(source)
     key = (what, tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params), target)
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None or mod.closed:
-            mod = _modules[key] = Module.load(source, options=options, defines=defines, include_dirs=include_dirs,
-                                              params=params, target=target)
+            mod = _modules[key] = Module._from_image(built, None, params) if built is not None else \
+                Module.load(source, options=options, defines=defines, include_dirs=include_dirs, params=params,
+                            target=target)
         return mod
 
 
