@@ -16,7 +16,7 @@ from drvtma.tma.blackwell_rules import check_smem_destination, gather4_values, s
 from drvtma.tma.dtypes import PACKED_DTYPES, tma_dtype
 from drvtma.tma.encode import _geometry_holds
 from drvtma.tma.rules import validate_all
-from drvtma.tma.spec import DRIVER_RULES, Swizzle, TensorMapSpec
+from drvtma.tma.spec import DRIVER_RULES, TensorMapSpec
 
 BASE = 0x7F0000000000
 PACKED = [d.name for d in PACKED_DTYPES]

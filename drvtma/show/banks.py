@@ -70,6 +70,11 @@ def requests(picture: Picture, pattern: str) -> tuple[list[np.ndarray], int]:
     return out, 4
 
 
+def bank_notes(banks) -> list[str]:
+    """The lines under a picture that name the bank model and each report ([] without reports)."""
+    return [f"bank model: {MODEL}", *(f"  {b.describe()}" for b in banks)] if banks else []
+
+
 def bank_report(picture: Picture, pattern: str) -> BankReport:
     reqs, width = requests(picture, pattern)
     counts = [wavefronts(a, width) for a in reqs]

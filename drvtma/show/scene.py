@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .banks import MODEL, BankReport
+from .banks import BankReport, bank_notes
 from .grid import COLOURS, Cell, cells, check_choice
 from .image import Picture
 from .overlay import Overlay
@@ -135,7 +135,4 @@ def _notes(over: Overlay | None, banks) -> list[str]:
     out = []
     if over is not None:
         out += over.notes()
-    if banks:
-        out.append(f"bank model: {MODEL}")
-        out += [f"  {b.describe()}" for b in banks]
-    return out
+    return out + bank_notes(banks)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .banks import MODEL, BankReport
+from .banks import BankReport, bank_notes
 from .grid import cells
 from .image import Picture
 from .overlay import Overlay
@@ -24,7 +24,5 @@ def text_form(picture: Picture, *, unit: str = "chunk", over: Overlay | None = N
         out += [f"wgmma {over.operand} k-step {s}: {d.describe()}" for s, d in enumerate(over.descriptors)]
         out.append(f"MISMATCH (! cells): {len(over.wrong)} element(s); first: {over.first_mismatch}" if over.wrong
                    else f"wgmma {over.operand}: every one of the {over.reads} reads finds the element it expects")
-    if banks:
-        out.append(f"bank model: {MODEL}")
-        out += [f"  {b.describe()}" for b in banks]
+    out += bank_notes(banks)
     return "\n".join(out)
