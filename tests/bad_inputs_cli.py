@@ -240,6 +240,9 @@ CASES: list[CliCase] = [
         ("merge-nothing", ("merge",), ("DIR",)),
         ("merge-missing", ("merge", "{missing}"), ("fuzz_merge", "does not exist")),
         ("merge-no-reports", ("merge", "{tmp}"), ("fuzz_merge", "no *-report.json")),
+        ("merge-report-no-size", ("merge", "{report_no_size_json}"), ("fuzz_merge", "lacks size")),
+        ("merge-report-bad-shard", ("merge", "{report_bad_shard_json}"), ("fuzz_merge", "'0/1'")),
+        ("merge-report-bad-row", ("merge", "{report_bad_row_json}"), ("fuzz_merge", "label")),
     ]),
     *_cases(("repro",), [
         ("no-file", (), ("file",)),
