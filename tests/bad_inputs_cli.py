@@ -234,6 +234,8 @@ CASES: list[CliCase] = [
         ("unknown-option", ("loads", "--bogus", *FAKE), ("--bogus",)),
         ("shard-out-of-range", ("loads", "--shard", "4/4", "--seed", "1", *FAKE), ("--shard", "4/4")),
         ("shard-text", ("loads", "--shard", "half", "--seed", "1", *FAKE), ("--shard", "half")),
+        ("shard-says-why", ("loads", "--shard", "3/2", "--seed", "1", *FAKE), ("--shard", "3/2", "0 <= K < N")),
+        ("shard-k8s-no-count", ("loads", "--shard", "k8s/x", "--seed", "1", *FAKE), ("--shard", "k8s/x", "k8s/N")),
         ("shard-slurm-unset", ("loads", "--shard", "slurm", "--seed", "1", *FAKE), ("--shard", "SLURM_ARRAY_TASK_ID")),
         ("shard-without-seed", ("loads", "--shard", "1/2", *FAKE), ("--seed", "--shard")),
         ("shard-and-devices", ("loads", "--shard", "1/2", "--devices", "0", *FAKE), ("--shard", "--devices")),
