@@ -159,6 +159,7 @@ CASES: list[CliCase] = [
         ("im2col-pixels-two", ("--pixels-per-column", "8,8"), ("--pixels-per-column", "one integer")),
         ("im2col-pixels-text", ("--pixels-per-column", "many"), ("--pixels-per-column", "many")),
         ("im2col-with-box", ("--pixels-per-column", "8", "--box", "4"), ("--box", "no box")),
+        ("im2col-with-show", ("--pixels-per-column", "8", "--show"), ("--show", "tiled")),
         ("im2col-corner-text", ("--pixels-per-column", "8", "--lower-corner", "a,b"), ("--lower-corner", "a,b")),
         ("im2col-rule-pixels", ("--pixels-per-column", "2000"), ("rule", "pixels_range"), 1),
         ("im2col-rule-corner", ("--pixels-per-column", "8", "--lower-corner=-200,0"), ("rule", "corner_range"), 1),
