@@ -69,6 +69,7 @@ CASES: list[CliCase] = [
         ("include-dir-missing", ("-I", "{missing}", "{syntax_cu}"), ("-I", "no-such-file")),
         ("inspect-source", ("--inspect", "{syntax_cu}"), ("source", "cubin")),
         ("inspect-missing", ("--inspect", "{missing}"), ("source", "no-such-file")),
+        ("inspect-with-define", ("--inspect", "-D", "X=1", "{syntax_cu}"), ("--inspect", "-D")),
     ]),
     *_cases(("decode",), [
         ("not-hex", ("xyz",), ("hex",)),
