@@ -39,6 +39,14 @@ FILES: dict[str, str] = {
                                  '"describe": "", "campaign": {"seed": 1}, "result": {"first_differences": []}}',
     "repro_bad_case_json": '{"drvtma_reproducer": 1, "target": "loads", "options": {}, "case": {"x": 1}, '
                            '"describe": "", "campaign": {"seed": 1}, "result": {"first_differences": []}}',
+    "report_no_size_json": '{"target": "loads", "seed": 1, "drvtma_version": "0", "options": {}, "budget": {}, '
+                           '"shard": [0, 1], "failures": [], "by": [], "cases": 1}',
+    "report_bad_shard_json": '{"target": "loads", "seed": 1, "drvtma_version": "0", "options": {}, "budget": {}, '
+                             '"shard": "0/1", "failures": [], "by": [], "cases": 1, "size": 1, "mismatches": 0, '
+                             '"seconds": 1}',
+    "report_bad_row_json": '{"target": "loads", "seed": 1, "drvtma_version": "0", "options": {}, "budget": {}, '
+                           '"shard": [0, 1], "failures": [], "by": [{"x": 1}], "cases": 1, "size": 1, '
+                           '"mismatches": 0, "seconds": 1}',
 }
 
 

@@ -21,6 +21,8 @@ def im2col_spec(fields: dict, args) -> Im2colSpec:
         raise ValueError("--box: an im2col map has no box; give --channels-per-pixel and --pixels-per-column")
     if args.allow_undocumented:
         raise ValueError("--allow-undocumented: tiled maps only")
+    if args.show:
+        raise ValueError("--show: draws tiled maps only; drop it with --im2col")
     for key, flag in IM2COL_FLAGS.items():
         value = getattr(args, key)
         if value is not None:

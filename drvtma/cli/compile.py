@@ -45,6 +45,8 @@ def compile_command(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
     if args.inspect:
+        if args.defines or args.include_dirs or args.options:
+            p.error("--inspect: reads a binary built elsewhere; -D, -I and -X are for compiling, drop them")
         return _inspect(p, args.source)
     try:
         source = compiler.find_source(args.source)

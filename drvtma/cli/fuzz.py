@@ -39,12 +39,16 @@ def _database(text: str) -> str:
 
 
 def _shard(text: str) -> str:
-    """--shard's form, checked here; 'slurm' and 'k8s/N' read the environment once the arguments are parsed."""
+    """--shard's form, checked here (parse_shard's reason named); 'slurm' and 'k8s/N' read the environment once the
+    arguments are parsed."""
     head, _, tail = text.strip().partition("/")
-    if not (head == "slurm" and not tail) and head != "k8s":
-        parse_shard(text)
-    elif head == "k8s" and not tail.strip().isdigit():
-        raise ValueError(text)
+    if head == "k8s" and not tail.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give {SHARD_FORMS}")
+    if head != "k8s" and not (head == "slurm" and not tail):
+        try:
+            parse_shard(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
     return text
 
 

@@ -15,6 +15,7 @@ from .campaign import CampaignResult, Failure, merge_results
 from .targets import Outcome, get_target
 
 SAME = ("target", "seed", "drvtma_version", "options", "budget")  # what one campaign's shards share
+READ = ("shard", "failures", "by", "cases", "size", "mismatches", "seconds")  # what else result_from_json reads
 
 
 class MergeError(ArgumentError):
@@ -46,10 +47,15 @@ def read_report(path: Path) -> dict:
         d = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MergeError(path, f"not a readable JSON report ({exc})", "give reports `drvtma fuzz` wrote") from None
-    missing = [k for k in (*SAME, "shard", "failures", "by", "cases") if not isinstance(d, dict) or k not in d]
+    missing = [k for k in (*SAME, *READ) if not isinstance(d, dict) or k not in d]
     if missing:
         raise MergeError(path, f"not a shard report of `drvtma fuzz` (it lacks {', '.join(missing)})",
                          "give reports `drvtma fuzz --shard K/N` wrote (this drvtma or newer)")
+    shard = d["shard"]
+    if shard is not None and not (isinstance(shard, list) and len(shard) == 2
+                                  and all(type(v) is int for v in shard) and 0 <= shard[0] < shard[1]):
+        raise MergeError(path, f"its shard is {shard!r}, not [K, N] with 0 <= K < N",
+                         "give reports `drvtma fuzz --shard K/N` wrote")
     return d
 
 
@@ -111,6 +117,12 @@ def merge_reports(paths) -> CampaignResult:
     reports = [(path, read_report(path)) for path in report_files(paths)]
     check_shards(reports)
     target = get_target(reports[0][1]["target"])
-    parts = [result_from_json(d) for _, d in reports]
+    parts = []
+    for path, d in reports:
+        try:
+            parts.append(result_from_json(d))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a row or failure of the wrong form
+            raise MergeError(path, f"not a shard report of `drvtma fuzz` ({exc!r})",
+                             "give reports `drvtma fuzz --shard K/N` wrote (this drvtma or newer)") from None
     return merge_results(parts, case_key=lambda case: json.dumps(target.case_to_json(case), sort_keys=True,
                                                                  default=str))
