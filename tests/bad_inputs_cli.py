@@ -378,4 +378,5 @@ CASES: list[CliCase] = [
         ("packed-box", ("--target", "sm_100a", "--dtype", "16u6_align16b", "--shape", "256", "--box", "64"),
          ("packed_box",), 1),
     ]),
+    CliCase("cli-info-target-unknown-arch", ("info", "--target", "sm_42"), ("--target", "sm_42")),
 ]

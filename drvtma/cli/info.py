@@ -14,10 +14,15 @@ def target(text: str) -> str:
     from ..errors import ArgumentError
     from ..runtime.capabilities import parse_target
 
+    from ..runtime.capabilities import ARCHS
+
     try:
-        parse_target(text)
+        cc, _ = parse_target(text)
     except ArgumentError as exc:
         raise argparse.ArgumentTypeError(f"wants a target such as sm_90a, sm_100a or sm_120a, got {text!r}") from exc
+    if cc not in ARCHS:  # no row to print: the table knows only GPUs with TMA
+        known = ", ".join(f"sm_{a}{b}" for a, b in ARCHS)
+        raise argparse.ArgumentTypeError(f"wants a target of a GPU with TMA ({known}), got {text!r}")
     return text
 
 
