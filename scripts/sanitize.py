@@ -92,7 +92,9 @@ def parse_summary(text: str) -> dict:
 
 def run_pair(sanitizer: str, tool: str, family: str, timeout: float, log_dir: Path | None) -> dict:
     with tempfile.NamedTemporaryFile("r", suffix=".kernels") as klog:
-        env = {**os.environ, "DRVTMA_KERNEL_LOG": klog.name, "PYTHONUNBUFFERED": "1"}
+        # the family's own figures (speeds under the sanitizer's instrumentation) stay out of the report
+        env = {k: v for k, v in os.environ.items() if k != "DRVTMA_REPORT_JSONL"}
+        env.update({"DRVTMA_KERNEL_LOG": klog.name, "PYTHONUNBUFFERED": "1"})
         cmd = [sanitizer, *TOOLS[tool], sys.executable, *FAMILIES[family]]
         t0 = time.perf_counter()
         try:

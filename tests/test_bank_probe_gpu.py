@@ -1,6 +1,8 @@
-"""Bank conflicts measured on the GPU: cu/show/bank_probe.cu times three warp requests (ld.shared) against a
-conflict-free one of the same width; the ratio is the measured wavefronts per request, recorded beside what
-drvtma.show.banks predicts. Written without a GPU: not yet run on one."""
+"""Bank conflicts measured on the GPU: cu/show/bank_probe.cu times three warp requests (ld.shared) in cycles per
+request, recorded beside the wavefronts drvtma.show.banks predicts. The shared-memory pipe serves one wavefront a
+cycle (a conflict-free 4-byte request: 1.0 cycle on the H200), but a 16-byte request costs at least what a
+conflict-free one of the same lanes costs (4 cycles on the H200 for 8 lanes, though the model counts 1 wavefront):
+the measured cost is max(predicted, that floor)."""
 
 from __future__ import annotations
 
@@ -34,16 +36,16 @@ def test_bank_conflicts_measured_against_the_model(ctx):
     from drvtma.runtime.figures import record_figure
 
     kernel = load_module(KERNEL).kernel("bank_probe")
-    measured = {}
+    wavefront = cycles_per_request(kernel, *reference(4))  # a conflict-free 4-byte request: one wavefront
+    measured, expected = {}, {}
     for name, (offsets, width, active) in cases().items():
-        cycles = cycles_per_request(kernel, offsets, width, active)
-        base = cycles_per_request(kernel, *reference(width))
-        measured[name] = cycles / base
-        record_figure({"test": "bank_conflicts", "pattern": name, "predicted": predicted(offsets, width, active),
-                       "measured": round(measured[name], 2), "cycles_per_request": round(cycles, 3),
-                       "conflict_free_cycles_per_request": round(base, 3)})
-    for name, (offsets, width, active) in cases().items():
+        measured[name] = cycles_per_request(kernel, offsets, width, active) / wavefront
+        floor = cycles_per_request(kernel, *reference(width)) / wavefront
         want = predicted(offsets, width, active)
-        assert want / 2 <= measured[name] <= want * 2, (name, want, measured)
-    assert (measured["ldmatrix, 128B swizzle"] * 2 < measured["ldmatrix, no swizzle"]
+        expected[name] = max(want, floor)
+        record_figure({"test": "bank_conflicts", "pattern": name, "predicted": want, "floor": round(floor, 2),
+                       "measured": round(measured[name], 2), "cycles_per_wavefront": round(wavefront, 3)})
+    for name in measured:
+        assert 0.8 <= measured[name] / expected[name] <= 1.25, (name, expected, measured)
+    assert (measured["ldmatrix, 128B swizzle"] * 1.5 < measured["ldmatrix, no swizzle"]
             < measured["column, no swizzle"]), measured

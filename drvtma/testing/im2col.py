@@ -111,7 +111,8 @@ def build_edge_im2col_spec(ch) -> Im2colSpec:
            ch.choice([safe_cpp, safe_cpp + unit]) if focus == "swizzle" else safe_cpp)
     pitch = max(cpp * dt.itemsize, SWIZZLE_SPAN_BYTES.get(swizzle, 0), 1)
     pixels = (ch.choice([0, 1, 1023, 1024, 1025]) if focus == "pixels" else
-              ch.choice([227 * 1024 // pitch, 227 * 1024 // pitch + 1]) if focus == "smem" else
+              ch.choice([227 * 1024 // pitch, 227 * 1024 // pitch + 1, 228 * 1024 // max(cpp * dt.itemsize, 1),
+                         228 * 1024 // max(cpp * dt.itemsize, 1) + 1]) if focus == "smem" else
               ch.integer(1, max(1, min(1024, 32 * 1024 // pitch))))
     es = [ch.choice([0, 1, 8, 9]) if focus == "element_strides" and ch.chance(0.5) else ch.integer(1, 3)
           for _ in shape]

@@ -1,9 +1,10 @@
 """Every im2col encode rule as data (IM2COL_RULES, `errors.Rule` records), checked before the driver.
 
 The rules an im2col map shares with tiled maps (enums, address, dims, strides, overlap, NaN fill) are the very
-entries of `rules.RULES`: one definition each. The rest are im2col's own. IM2COL_DRIVER_RULES are those the driver's
-documentation states (it answers CUDA_ERROR_INVALID_VALUE); the others are drvtma's. Which of them the H200's driver
-really enforces is what the validator-vs-driver fuzz judges (not yet run on a GPU). Blackwell's swizzle atoms are
+entries of `rules.RULES`: one definition each. The rest are im2col's own. IM2COL_DRIVER_RULES are those the driver
+enforces (it answers CUDA_ERROR_INVALID_VALUE); the others are drvtma's. The validator-vs-driver fuzz judged them on
+the H200 (driver 580): it refuses loads over 228 KiB as for tiled maps (`box_bytes`) and, against its documentation,
+takes INTERLEAVE_32B with any swizzle (drvtma refuses that: `interleave_swizzle`). Blackwell's swizzle atoms are
 checked for the open context's device (else sm_90a); its packed types' own rules are not modelled for im2col maps.
 """
 
@@ -16,13 +17,14 @@ from .im2col_spec import (CORNER_RANGE, IM2COL_RANKS, MAX_CHANNELS_PER_PIXEL, MA
                           spatial_name)
 from .blackwell_rules import NEEDS_RULES, TARGET_RULE
 from .rules import RULES as TILED_RULES
-from .spec import (DRIVER_RULES, MAX_ELEMENT_STRIDE, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
-                   Swizzle)
+from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_ELEMENT_STRIDE, SMEM_PER_BLOCK_OPTIN_SM90,
+                   SWIZZLE_SPAN_BYTES, Interleave, Swizzle)
 
-IM2COL_DRIVER_RULES = (DRIVER_RULES - {"box_range", "box_inner_bytes", "interleave_rank", "box_bytes", "packed_dim",
-                                       "packed_box", "packed_swizzle", "needs_subbyte_maps"}) | {
-    "corner_range", "box_empty", "channels_range", "pixels_range", "channels_inner_bytes", "interleave_swizzle"}
-IM2COL_DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "smem_budget"})
+IM2COL_DRIVER_RULES = (DRIVER_RULES - {"box_range", "box_inner_bytes", "interleave_rank", "packed_dim", "packed_box",
+                                       "packed_swizzle", "needs_subbyte_maps"}) | {
+    "corner_range", "box_empty", "channels_range", "pixels_range", "channels_inner_bytes"}
+IM2COL_DRVTMA_RULES = frozenset({"rank_mismatch", "inner_stride", "stride_zero", "strides_overlap", "smem_budget",
+                                 "interleave_swizzle"})
 IM2COL_ALL_RULES = IM2COL_DRIVER_RULES | IM2COL_DRVTMA_RULES
 _SHARED = {rule.rules[0]: rule for rule in TILED_RULES}  # the tiled table's entries, by their first name
 
@@ -130,12 +132,27 @@ def _check_swizzle(spec, _limit=None):
                              f"one pixel's row is {spec.row_bytes} B, wider than the {span} B swizzle span")
 
 
+def _box_bytes(spec) -> int:
+    """The bytes one load brings (pixels x channels x element size, padding not counted): what the driver limits."""
+    return spec.pixels_per_column * spec.channels_per_pixel * spec.itemsize
+
+
 def _smem_holds(spec, limit=None) -> bool:
-    return spec.smem_bytes <= (SMEM_PER_BLOCK_OPTIN_SM90 if limit is None else limit)
+    return (_box_bytes(spec) <= DRIVER_BOX_BYTES_LIMIT
+            and spec.smem_bytes <= (SMEM_PER_BLOCK_OPTIN_SM90 if limit is None else limit))
 
 
 def _check_smem(spec, limit=None):
+    """The driver's box limit first (the tiled maps' 228 KiB, seen on the H200 for im2col maps too); then whether
+    the padded rows fit a block's shared memory."""
     limit = SMEM_PER_BLOCK_OPTIN_SM90 if limit is None else limit
+    data = _box_bytes(spec)
+    if data > DRIVER_BOX_BYTES_LIMIT:
+        most = DRIVER_BOX_BYTES_LIMIT // (spec.channels_per_pixel * spec.itemsize)
+        yield TensorMapError("box_bytes", "pixels_per_column", spec.pixels_per_column,
+                             f"use at most {most} pixels per column (or fewer channels per pixel)",
+                             f"one load brings {data} B; the driver refuses loads over {DRIVER_BOX_BYTES_LIMIT} B")
+        return
     if spec.smem_bytes > limit:
         most = limit // spec.row_pitch_bytes
         yield TensorMapError("smem_budget", "pixels_per_column", spec.pixels_per_column,
@@ -163,7 +180,7 @@ IM2COL_RULES = (
     Rule(("interleave_swizzle",), _interleave_holds, _check_interleave, "box", after=_ENUMS),
     Rule(("swizzle_span",), _swizzle_holds, _check_swizzle, "box", after=_ENUMS),
     _SHARED["nan_fill_type"],
-    Rule(("smem_budget",), _smem_holds, _check_smem, "box",
+    Rule(("box_bytes", "smem_budget"), _smem_holds, _check_smem, "box",
          after=_ENUMS | {"channels_range", "pixels_range"}),
 )
 
