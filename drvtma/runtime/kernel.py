@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from operator import is_
 import struct
 import threading
@@ -148,9 +149,23 @@ def build_target(source) -> str:
     return families.build_target(source, device_capabilities())
 
 
+# A name as given, with what its resolution depends on (the current directory, the build settings, DRVTMA_ARCH) ->
+# its key in _modules: a launch loop that calls load_module each time skips finding the file and its target
+# (about 0.3 ms, which timed launches would otherwise carry).
+_resolved: dict[tuple, tuple] = {}
+
+
 def load_module(source, *, options=(), defines=None, include_dirs=(), params=None) -> Module:
     """Module.load, cached per process by source, build settings and target (a binary by its bytes' hash, a file by
     its absolute path: the same name from another directory is another file)."""
+    name_key = None
+    if isinstance(source, (str, Path)):
+        name_key = (str(source), os.getcwd(), tuple(options), tuple(sorted((defines or {}).items())),
+                    repr(include_dirs), repr(params), settings.ARCH.get())
+        with _modules_lock:
+            mod = _modules.get(_resolved.get(name_key))
+            if mod is not None and not mod.closed:
+                return mod
     if isinstance(source, (bytes, bytearray, memoryview)):
         what = hashlib.sha256(source).hexdigest()
     else:
@@ -165,6 +180,8 @@ def load_module(source, *, options=(), defines=None, include_dirs=(), params=Non
             mod = _modules[key] = Module._from_image(built, None, params) if built is not None else \
                 Module.load(source, options=options, defines=defines, include_dirs=include_dirs, params=params,
                             target=target)
+        if name_key is not None:
+            _resolved[name_key] = key
         return mod
 
 
