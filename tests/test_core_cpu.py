@@ -108,6 +108,7 @@ def test_load_module_resolves_a_name_once_per_directory_and_settings(monkeypatch
     first.closed = True  # a closed module (its context gone) is loaded again
     monkeypatch.delenv("DRVTMA_ARCH")
     assert kernel.load_module("b08/pipelines.cu", defines={"A": 1}) is not first and len(loaded) == 3
+    assert kernel.load_module(b"one source") is not kernel.load_module(b"another")  # bytes: by their hash, never by name
 
 
 def test_cache_miss_then_disk_hit_then_memory_hit(fresh_cache):

@@ -138,6 +138,8 @@ def _log_kernel(name: str) -> None:
 
 
 _modules: dict[tuple, Module] = {}
+# a name's _modules key per (directory, build, DRVTMA_ARCH): a launch loop skips the 0.3 ms file and target search
+_resolved: dict[tuple, tuple] = {}
 _modules_lock = threading.Lock()
 
 
@@ -149,23 +151,15 @@ def build_target(source) -> str:
     return families.build_target(source, device_capabilities())
 
 
-# A name as given, with what its resolution depends on (the current directory, the build settings, DRVTMA_ARCH) ->
-# its key in _modules: a launch loop that calls load_module each time skips finding the file and its target
-# (about 0.3 ms, which timed launches would otherwise carry).
-_resolved: dict[tuple, tuple] = {}
-
-
 def load_module(source, *, options=(), defines=None, include_dirs=(), params=None) -> Module:
     """Module.load, cached per process by source, build settings and target (a binary by its bytes' hash, a file by
     its absolute path: the same name from another directory is another file)."""
-    name_key = None
-    if isinstance(source, (str, Path)):
-        name_key = (str(source), os.getcwd(), tuple(options), tuple(sorted((defines or {}).items())),
-                    repr(include_dirs), repr(params), settings.ARCH.get())
-        with _modules_lock:
-            mod = _modules.get(_resolved.get(name_key))
-            if mod is not None and not mod.closed:
-                return mod
+    build = (tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params))
+    name_key = (str(source), os.getcwd(), build, settings.ARCH.get()) if isinstance(source, (str, Path)) else None
+    with _modules_lock:
+        mod = _modules.get(_resolved.get(name_key)) if name_key is not None else None
+        if mod is not None and not mod.closed:
+            return mod
     if isinstance(source, (bytes, bytearray, memoryview)):
         what = hashlib.sha256(source).hexdigest()
     else:
@@ -173,7 +167,7 @@ def load_module(source, *, options=(), defines=None, include_dirs=(), params=Non
             and Path(source).is_file() else str(source)
     built = images.read_image(source)  # read once: Module.load would read it again
     target = None if built is not None else build_target(source)
-    key = (what, tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params), target)
+    key = (what, *build, target)
     with _modules_lock:
         mod = _modules.get(key)
         if mod is None or mod.closed:
