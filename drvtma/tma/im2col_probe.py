@@ -3,15 +3,13 @@ images, bounded waits) and returns their raw shared memory; `check_im2col_loads`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from . import im2col_oracle as oracle
 from .encode import TensorMap
 from .im2col_encode import encode_im2col
 from .im2col_spec import Im2colSpec
-from .probe import POISON, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
+from .probe import POISON, ImageCheck, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
 
 IM2COL_SOURCE = "tma/im2col_probe.cu"
 IM2COL_KERNEL = "im2col_probe"
@@ -42,20 +40,6 @@ class Im2colProbe(ImageProbe):
         return self._run_rows(tmap, oracle.kernel_im2col_rows(spec, c, o), box_offset, image_bytes, poison)
 
 
-@dataclass
-class Im2colCheck:
-    """The outcome of comparing probe images with the oracle for one im2col spec."""
-
-    spec: Im2colSpec
-    loads: int
-    bad_loads: list[int] = field(default_factory=list)
-    report: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.bad_loads
-
-
 def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int, got: np.ndarray,
                              want: np.ndarray, limit: int = 8) -> str:
     """The spec, the load and its first differing bytes (which pixel row and byte, before the swizzle)."""
@@ -70,7 +54,7 @@ def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int,
 
 
 def check_im2col_loads(spec: Im2colSpec, global_bytes, coords, offsets, *, target=None, box_offset: int = 0,
-                       poison: int = POISON, probe: Im2colProbe | None = None, max_reports: int = 3) -> Im2colCheck:
+                       poison: int = POISON, probe: Im2colProbe | None = None, max_reports: int = 3) -> ImageCheck:
     """Encode `spec` for `target`, run the loads, compare every image with the oracle bit for bit.
     `global_bytes`: the host copy of the device bytes from the map's address."""
     c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
@@ -86,4 +70,4 @@ def check_im2col_loads(spec: Im2colSpec, global_bytes, coords, offsets, *, targe
                                 poison=poison)
     bad = np.flatnonzero((images != want).any(axis=1)).tolist()
     reports = [describe_im2col_mismatch(spec, c[i], o[i], box_offset, images[i], want[i]) for i in bad[:max_reports]]
-    return Im2colCheck(spec, len(c), bad, "\n\n".join(reports))
+    return ImageCheck(spec, len(c), bad, "\n\n".join(reports))

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ..errors import TensorMapError, as_ints
 from .dtypes import TmaDtype, tma_dtype
-from .spec import (Interleave, L2Promotion, MapGeometry, MapParams, OobFill, Swizzle, array_fields,
+from .params import MapParams
+from .spec import (Interleave, L2Promotion, MapGeometry, OobFill, Swizzle, array_fields, check_options,
                    contiguous_strides_bytes, fields_dict, normalise_fields, to_tma_order)
 
 IM2COL_RANKS = (3, 4, 5)
@@ -33,17 +34,15 @@ def _ints(values, what: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class Im2colParams(MapParams):
-    """What cuTensorMapEncodeIm2col receives, in its order (fastest first; corners W first)."""
+    """What cuTensorMapEncodeIm2col receives (corners W first)."""
 
+    ARGUMENTS = ("dtype_enum", "rank", "global_dim", "global_strides", "lower_corner", "upper_corner",
+                 "channels_per_pixel", "pixels_per_column", "element_strides", "interleave", "swizzle",
+                 "l2_promotion", "oob_fill")
     lower_corner: tuple[int, ...]
     upper_corner: tuple[int, ...]
     channels_per_pixel: int
     pixels_per_column: int
-    element_strides: tuple[int, ...]
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
 
 
 @dataclass(frozen=True)
@@ -77,10 +76,7 @@ class Im2colSpec(MapGeometry):
     def create(cls, dtype, shape, lower_corner, upper_corner, channels_per_pixel, pixels_per_column, *,
                strides_bytes=None, **options) -> Im2colSpec:
         """A spec for a tensor of `shape` (N, [D, [H,]] W, C), contiguous unless strides_bytes are given."""
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise TensorMapError("spec_json", ", ".join(sorted(unknown)), "unknown im2col option(s)",
-                                 f"use only {', '.join(sorted(_OPTIONS | {'strides_bytes'}))}")
+        check_options(options, _OPTIONS | {"strides_bytes"}, "im2col")
         dt = tma_dtype(dtype)
         shape = _ints(shape, "shape")
         if strides_bytes is None:
@@ -166,10 +162,9 @@ class Im2colSpec(MapGeometry):
         return self.pixels_per_column * self.row_pitch_bytes
 
     def tma_params(self) -> Im2colParams:
-        return Im2colParams(self.dtype.enum, self.rank, to_tma_order(self.shape), to_tma_order(self.strides_bytes)[1:],
-                            to_tma_order(self.lower_corner), to_tma_order(self.upper_corner),
-                            self.channels_per_pixel, self.pixels_per_column, to_tma_order(self.element_strides),
-                            int(self.interleave), int(self.swizzle), int(self.l2_promotion), int(self.oob_fill))
+        return self._params(Im2colParams, to_tma_order(self.strides_bytes)[1:],
+                            lower_corner=to_tma_order(self.lower_corner), upper_corner=to_tma_order(self.upper_corner),
+                            channels_per_pixel=self.channels_per_pixel, pixels_per_column=self.pixels_per_column)
 
     # ---- checks
     def validate(self, *, smem_limit: int | None = None) -> Im2colSpec:

@@ -150,18 +150,18 @@ def run_load_probe(spec: TensorMapSpec, coords_list, base_offset: int = 0, *, ta
 
 
 @dataclass
-class LoadCheck:
-    """The outcome of comparing probe images with the oracle for one spec."""
+class ImageCheck:
+    """The outcome of comparing probe images with the oracle for one spec, tiled or im2col: how many loads ran,
+    the indices of those whose image differs, and the first few described."""
 
-    spec: TensorMapSpec
-    coords: np.ndarray
-    box_offset: int
-    bad_boxes: list[int] = field(default_factory=list)
+    spec: object
+    loads: int
+    bad_loads: list[int] = field(default_factory=list)
     report: str = ""
 
     @property
     def ok(self) -> bool:
-        return not self.bad_boxes
+        return not self.bad_loads
 
 
 def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndarray, want: np.ndarray,
@@ -178,7 +178,7 @@ def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndar
 
 
 def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int = 0, *, target=None,
-                poison: int = POISON, probe: LoadProbe | None = None, max_reports: int = 3) -> LoadCheck:
+                poison: int = POISON, probe: LoadProbe | None = None, max_reports: int = 3) -> ImageCheck:
     """Run the probe and compare every image with the oracle bit for bit.
 
     `global_bytes` is the host copy of the device bytes from the spec's base address (or `target`'s).
@@ -189,4 +189,4 @@ def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int
                               poison=poison)
     bad = np.flatnonzero((images != want).any(axis=1)).tolist()
     reports = [describe_mismatch(spec, coords[i], base_offset, images[i], want[i]) for i in bad[:max_reports]]
-    return LoadCheck(spec, coords, base_offset, bad, "\n\n".join(reports))
+    return ImageCheck(spec, len(coords), bad, "\n\n".join(reports))

@@ -29,6 +29,7 @@ import numpy as np
 from ..errors import TensorMapError, address, as_int, as_ints, is_int
 from ..runtime.capabilities import HOPPER
 from .dtypes import TmaDtype, tma_dtype
+from .params import TmaParams
 from .targets import map_target
 
 MAX_RANK = 5
@@ -127,52 +128,18 @@ def to_tma_order(values) -> tuple:
     return tuple(reversed(tuple(values)))
 
 
-@dataclass(frozen=True)
-class MapParams:
-    """What every cuTensorMapEncode* call receives first (fastest dimension first, strides for dims 1..); a subclass
-    adds the rest of its call's arguments, in the call's order."""
-
-    dtype_enum: int
-    rank: int
-    global_dim: tuple[int, ...]
-    global_strides: tuple[int, ...]
-
-    def describe(self) -> str:
-        """The arguments as the driver names them, in its order (the fields' order)."""
-        return ", ".join(f"{_DRIVER_ARGUMENT[f.name]}={_shown(getattr(self, f.name))}"
-                         for f in dataclasses.fields(self))
-
-
-# Each params field's name in the cuTensorMapEncode* signatures.
-_DRIVER_ARGUMENT = {"dtype_enum": "tensorDataType", "rank": "tensorRank", "global_dim": "globalDim",
-                    "global_strides": "globalStrides", "box_dim": "boxDim", "lower_corner": "pixelBoxLowerCorner",
-                    "upper_corner": "pixelBoxUpperCorner", "channels_per_pixel": "channelsPerPixel",
-                    "pixels_per_column": "pixelsPerColumn", "element_strides": "elementStrides",
-                    "interleave": "interleave", "swizzle": "swizzle", "l2_promotion": "l2Promotion",
-                    "oob_fill": "oobFill"}
-
-
-def _shown(value) -> str:
-    return str(list(value)) if isinstance(value, tuple) else str(value)
-
-
-@dataclass(frozen=True)
-class TmaParams(MapParams):
-    """What cuTensorMapEncodeTiled receives, in its own order (fastest dimension first, strides for dims 1..)."""
-
-    box_dim: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    interleave: int
-    swizzle: int
-    l2_promotion: int
-    oob_fill: int
-
-
 class MapGeometry:
     """What the tiled and the im2col spec compute alike from dtype, shape, strides_bytes and swizzle."""
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
+
+    def _params(self, cls, global_strides, **own):
+        """`cls` (a MapParams) with the arguments every encode call takes from this spec, and the call's `own`."""
+        return cls(dtype_enum=self.dtype.enum, rank=self.rank, global_dim=to_tma_order(self.shape),
+                   global_strides=global_strides, element_strides=to_tma_order(self.element_strides),
+                   interleave=int(self.interleave), swizzle=int(self.swizzle), l2_promotion=int(self.l2_promotion),
+                   oob_fill=int(self.oob_fill), **own)
 
     @property
     def rank(self) -> int:
@@ -232,10 +199,7 @@ class TensorMapSpec(MapGeometry):
     @classmethod
     def create(cls, dtype, shape, box, *, strides=None, strides_bytes=None, **options) -> TensorMapSpec:
         """A spec from a shape and optional strides, in elements (``strides``) or bytes; default contiguous."""
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise TensorMapError("spec_json", ", ".join(sorted(unknown)), "unknown tensor-map option(s)",
-                                 f"use only {', '.join(sorted(_OPTIONS))}")
+        check_options(options, _OPTIONS, "tensor-map")
         dt = tma_dtype(dtype)
         shape = _int_tuple(shape, "shape")
         if strides is not None and strides_bytes is not None:
@@ -349,9 +313,7 @@ class TensorMapSpec(MapGeometry):
     def tma_params(self) -> TmaParams:
         """The driver's arguments. Rank 1 gets one dummy stride: the driver refuses an empty list [seen]."""
         strides = to_tma_order(self.strides_bytes)[1:] or (16,)
-        return TmaParams(self.dtype.enum, self.rank, to_tma_order(self.shape), strides, to_tma_order(self.box),
-                         to_tma_order(self.element_strides), int(self.interleave), int(self.swizzle),
-                         int(self.l2_promotion), int(self.oob_fill))
+        return self._params(TmaParams, strides, box_dim=to_tma_order(self.box))
 
     def tma_coordinates(self, coords) -> tuple[int, ...]:
         """Box coordinates as the instruction takes them (dim 0 first), from NumPy order."""
@@ -388,6 +350,14 @@ _OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion"
 
 def _smem_limit(value) -> int:
     return as_int(value, "smem_limit", error=TensorMapError, rule="type", lo=0)
+
+
+def check_options(options: dict, known, kind: str) -> None:
+    """Refuse keyword options a spec's create() does not know (`kind`: "tensor-map", "im2col"), naming those it does."""
+    unknown = set(options) - set(known)
+    if unknown:
+        raise TensorMapError("spec_json", ", ".join(sorted(unknown)), f"unknown {kind} option(s)",
+                             f"use only {', '.join(sorted(known))}")
 
 
 def normalise_fields(spec, *, tuples=(), ints=()) -> None:
