@@ -20,6 +20,11 @@ def flag(text: str) -> bool:
     return text != "0"
 
 
+def names(text: str) -> list[str]:
+    """A comma-separated list, its items stripped and the empty ones dropped ("0, 1," -> ["0", "1"])."""
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
 @dataclass(frozen=True)
 class Setting:
     """One variable: `kind` turns its text into a value (str, int, float or `flag`); `value` is what an unset
@@ -49,7 +54,7 @@ class Setting:
                                 f"(default {self.default})") from None
 
 
-_KIND_TEXT = {str: "text", int: "an integer", float: "a number", flag: "0 or 1"}
+_KIND_TEXT = {str: "text", int: "an integer", float: "a number", flag: "0 or 1", names: "a comma-separated list"}
 
 CU_DIR = Setting("DRVTMA_CU_DIR", str, None, "the kernels shipped with drvtma", "use kernels from another folder")
 CACHE_DIR = Setting("DRVTMA_CACHE_DIR", str, None, "`$XDG_CACHE_HOME/drvtma`, else `~/.cache/drvtma`",
@@ -94,7 +99,7 @@ SLURM_TASK_MIN = Setting("SLURM_ARRAY_TASK_MIN", int, 0, "0", "the array's first
 SLURM_TASK_COUNT = Setting("SLURM_ARRAY_TASK_COUNT", int, None, "none", "the Slurm array's number of tasks")
 JOB_COMPLETION_INDEX = Setting("JOB_COMPLETION_INDEX", int, None, "none", "a Kubernetes Indexed Job pod's index")
 XDIST_WORKER = Setting("PYTEST_XDIST_WORKER", str, None, "none", "pytest-xdist's worker name (gw0, gw1, ...)")
-VISIBLE_DEVICES = Setting("CUDA_VISIBLE_DEVICES", str, None, "every GPU", "the GPUs CUDA may use")
+VISIBLE_DEVICES = Setting("CUDA_VISIBLE_DEVICES", names, None, "every GPU", "the GPUs CUDA may use")
 
 SETTINGS = tuple(v for v in globals().values() if isinstance(v, Setting) and v.name.startswith("DRVTMA_"))
 FOREIGN = tuple(v for v in globals().values() if isinstance(v, Setting) and not v.name.startswith("DRVTMA_"))

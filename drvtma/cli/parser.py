@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from .. import settings
+
 USAGE = 2  # exit status of a usage error (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)
 
 
@@ -120,9 +122,7 @@ def seconds(text: str) -> float:
     return value
 
 
-def items(text: str) -> list[str]:
-    """A comma-separated list's items, stripped, the empty ones dropped ("a, b," -> ["a", "b"])."""
-    return [v.strip() for v in text.split(",") if v.strip()]
+items = settings.names  # a comma-separated list's items, stripped, the empty ones dropped
 
 
 def list_of(item, what: str, *, separators: str = ","):

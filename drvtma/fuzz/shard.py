@@ -31,14 +31,14 @@ def parse_devices(text: str | None) -> list[str] | None:
     if text.strip() == "all":
         visible = settings.VISIBLE_DEVICES.get()
         if visible:
-            return [v.strip() for v in visible.split(",") if v.strip()]
+            return visible
         from cuda.bindings import driver as cu
 
         from ..runtime.driver import call
 
         call(cu.cuInit, 0)
         return [str(i) for i in range(int(call(cu.cuDeviceGetCount)))]
-    devices = [v.strip() for v in text.split(",") if v.strip()]
+    devices = settings.names(text)
     if not devices:
         raise ValueError(f"--devices {text!r}: give 'all' or device numbers such as 0,1")
     return devices

@@ -41,7 +41,7 @@ def visible_gpus() -> list[str]:
     driver's list (/proc/driver/nvidia/gpus); empty when neither says."""
     visible = settings.VISIBLE_DEVICES.get()
     if visible is not None:
-        return [v.strip() for v in visible.split(",") if v.strip()]
+        return visible
     try:
         return [str(i) for i in range(len(os.listdir("/proc/driver/nvidia/gpus")))]
     except OSError:
