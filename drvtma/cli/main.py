@@ -72,6 +72,12 @@ def _run(name: str, argv: list[str]) -> int:
     except DrvtmaError as exc:
         print(f"drvtma {name}: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a path the checks let through that the system refused (/proc, a full disk): usage
+        if exc.filename is None:
+            raise
+        print(f"drvtma {name}: cannot use {exc.filename!r}: {exc.strerror}; give a path drvtma may write",
+              file=sys.stderr)
+        return USAGE
 
 
 if __name__ == "__main__":

@@ -192,6 +192,9 @@ def out_file(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
+    if not path.parent.absolute().is_dir():
+        raise argparse.ArgumentTypeError(f"cannot create {text!r}: there is no folder {str(path.parent)!r}; give a "
+                                         "file in an existing folder")
     _writable_base(path.parent, text, "create", "give a file in a writable folder")
     return text
 

@@ -33,14 +33,14 @@ def is_redis_url(text) -> bool:
 
 def _redis_database(url: str):
     """hypothesis' RedisExampleDatabase on `url`, checked with a ping now (not at the first failure)."""
-    from ..errors import ArgumentError, DrvtmaError
+    from ..errors import ArgumentError
 
     try:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
-    except ImportError:
-        raise DrvtmaError(f"--db {url}: a Redis database needs the redis package; pip install 'drvtma[redis]'") \
-            from None
+    except ImportError:  # like --png without matplotlib: an extra to install, a usage error
+        raise ArgumentError("redis_extra", "--db", url, "install the redis extra (pip install 'drvtma[redis]') or "
+                            "give a folder", "a Redis database needs the redis package") from None
     client = redis.Redis.from_url(url)
     try:
         client.ping()
