@@ -329,6 +329,10 @@ CASES: list[CliCase] = [
         ("runs-zero", ("--runs", "0"), ("--runs", "'0'")),
         ("launches-negative", ("--launches=-1",), ("--launches", "-1")),
     ]),
+    *_cases(("bench", "conv"), [
+        ("batch-zero", ("--batch", "0"), ("--batch", "'0'")),
+        ("warmups-negative", ("--warmups=-1",), ("--warmups", "-1")),
+    ]),
     *_cases(("bench", "gemm"), [
         ("dtypes-unknown", ("--dtypes", "bfloat16,int4"), ("--dtypes", "int4", "float16")),
         ("dtypes-empty", ("--dtypes", ","), ("--dtypes",)),

@@ -236,6 +236,28 @@ __device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi
 #endif
 }
 
+// ---- GEMM_CONV = 1: an implicit-GEMM forward convolution, NHWC activations [N, H, W, C] through an im2col map (A),
+// the filter [K, R, S, C] as a plain [K, R*S*C] operand (B), the output [N*P*Q, K] (C). Row m of A is output pixel
+// (n, p, q); k-block kb is filter tap (r, s) = divmod(kb / CONV_C_BLOCKS, S) and channels c0 .. c0 + BK of it. One
+// im2col load of BM pixels from the tile's first output pixel walks the following ones in (n, p, q) order (the map's
+// bounding box and traversal strides are the convolution's), so it writes the bytes a tiled load of the explicit
+// im2col matrix would (drvtma.gemm.conv proves it on the CPU with the oracles): the consumers do not change.
+#ifndef GEMM_CONV
+#define GEMM_CONV 0
+#endif
+#if GEMM_CONV
+__device__ __forceinline__ void conv_load_a(unsigned char* stage, const CUtensorMap* map_a, int tm, int kb, u64* bar) {
+    const int m0 = tm * BM, img = m0 / (CONV_P * CONV_Q), pq = m0 % (CONV_P * CONV_Q);
+    const int tap = kb / CONV_C_BLOCKS, c0 = (kb % CONV_C_BLOCKS) * BK;
+    const int r = tap / CONV_S, s = tap % CONV_S;
+    const int h = (pq / CONV_Q) * CONV_STRIDE - CONV_PAD, w = (pq % CONV_Q) * CONV_STRIDE - CONV_PAD;
+#pragma unroll
+    for (int p = 0; p < PANELS; ++p)
+        tma_load_im2col_4d(stage + p * A_BOX_BYTES, map_a, c0 + p * PANEL_ELEMS, w, h, img, (u16)(s * CONV_DIL),
+                           (u16)(r * CONV_DIL), bar);
+}
+#endif
+
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int rows, int tiles_n, int K,
                                         DrvtmaStatus* status, u64* profile) {
@@ -256,9 +278,13 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             // the peer's half of B may land before this arm: the barrier's tx-count goes below zero for a while,
             // and the phase cannot complete before this arrival
             mbar_arrive_expect_tx(bar, GEMM_TX_BYTES);
+#if GEMM_CONV
+            conv_load_a(stage, map_a, tm, kb, bar);
+#else
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
                 tma_load_2d(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, bar);
+#endif
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
 #if GEMM_CLUSTER_M > 1

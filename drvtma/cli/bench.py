@@ -225,6 +225,8 @@ BENCHMARKS = {
                          "a load through by-value, global, prefetched and device-edited maps; re-encode vs reuse"),
     "gemm": Entry("drvtma.cli.benches", "gemm_command",
                   "the drvtma GEMM against cuBLAS in one process: TFLOP/s and the ratio per dtype and shape"),
+    "conv": Entry("drvtma.cli.benches", "conv_command",
+                  "the implicit-GEMM convolution (im2col maps) against cuDNN on ResNet-50 layers"),
 }
 
 

@@ -1,5 +1,6 @@
-"""`drvtma bench multicast`, `bench descriptors` and `bench gemm`: their arguments, checked before the GPU is
-touched; the work is in drvtma.cluster.bench, drvtma.tma.descriptor_bench and drvtma.gemm.bench."""
+"""`drvtma bench multicast`, `bench descriptors`, `bench gemm` and `bench conv`: their arguments, checked before the
+GPU is touched; the work is in drvtma.cluster.bench, drvtma.tma.descriptor_bench, drvtma.gemm.bench and
+drvtma.gemm.conv_bench."""
 
 from __future__ import annotations
 
@@ -135,3 +136,31 @@ def gemm_command(argv: list[str]) -> int:
     except (DrvtmaError, ValueError, TypeError) as exc:
         p.error(str(exc))
     return bench.gemm_command(args, argv, cfg, args.shapes, args.claim_shape)
+
+
+def conv_command(argv: list[str]) -> int:
+    """`drvtma bench conv [--batch 32] [--runs 10] [--out DIR]`: exit 1 when a layer's output is off cuDNN's."""
+    from ..gemm import conv_bench
+    from ..runtime.figures import csv_text, table_text, write_report
+
+    p = Parser(prog="drvtma bench conv", description=conv_bench.__doc__.split("\n\n")[0])
+    p.add_argument("--batch", type=count, default=32, help="images per layer (default 32, ResNet-50's layers)")
+    p.add_argument("--runs", type=count, default=10)
+    p.add_argument("--warmups", type=natural, default=3)
+    p.add_argument("--out", type=out_dir, help="directory for conv.csv and conv.md")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:  # cuDNN's conv2d is the comparison
+        p.error("needs torch (pip install torch): cuDNN's conv2d, through torch, is what it compares with")
+    from dataclasses import replace
+
+    rows = conv_bench.run_conv_bench([replace(s, n=args.batch) for s in conv_bench.LAYERS], runs=args.runs,
+                                     warmups=args.warmups, progress=None if args.quiet else sys.stderr)
+    body = conv_bench.table_rows(rows)
+    text = table_text(conv_bench.HEADER, body, "simple")
+    print(text)
+    if args.out:
+        write_report(args.out, "conv", csv_text(conv_bench.HEADER, body), title="drvtma bench conv", text=text)
+    return 0 if all(r.worst <= 1.0 for r in rows) else 1

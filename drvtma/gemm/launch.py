@@ -98,10 +98,13 @@ def describe_wait(w) -> str:
 class Gemm:
     """One configuration, checked at construction; the module is compiled and loaded on first use."""
 
-    def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None):
-        """`extra_defines` go on top of the configuration's (tests: a short wait timeout, a broken protocol)."""
+    def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None, conv=None):
+        """`extra_defines` go on top of the configuration's (tests: a short wait timeout, a broken protocol);
+        `conv` (a drvtma.gemm.conv.ConvShape): A is that convolution's input through an im2col map."""
         self.config = (config or GemmConfig()).check()
-        self.defines = {**self.config.defines(), **(extra_defines or {})}
+        self.conv = conv.check(self.config) if conv is not None else None
+        conv_defines = self.conv.defines(self.config) if conv is not None else {}
+        self.defines = {**self.config.defines(), **conv_defines, **(extra_defines or {})}
         self._kernel = None
 
     @property
@@ -149,7 +152,13 @@ class BoundGemm(Resource):
         cfg = gemm.config
         self.gemm, self.c, self.m, self.n, self.k, self.alpha = gemm, c, m, n, k, float(alpha)
         sa, sb, sc = map_specs(cfg, m, n, k, a.ptr, b.ptr, c.ptr)
-        self.maps = tuple(encode_tiled(s, buf) for s, buf in ((sa, a), (sb, b), (sc, c)))
+        if gemm.conv is not None:  # A: the convolution's input [N, H, W, C] through its im2col map
+            from ..tma.im2col_encode import encode_im2col
+
+            map_a = encode_im2col(gemm.conv.a_spec(cfg, a.ptr), a)
+        else:
+            map_a = encode_tiled(sa, a)
+        self.maps = (map_a, encode_tiled(sb, b), encode_tiled(sc, c))
         self.status = StatusBuffer()
         self.grid = cfg.grid(m, n, device_properties().sm_count)
         self.kernel = gemm.kernel
