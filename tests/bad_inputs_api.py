@@ -96,6 +96,19 @@ def _fuzz_kernel(run, **kw):
     return fuzz_kernel(run, **kw)
 
 
+def _store_runner(name="image_store", source="tests/byo_image_store.cu"):
+    from drvtma.fuzz.runners import CuStoreRunner
+
+    return CuStoreRunner(source, name)
+
+
+def _store_case(coords=(1, 16), op="store", box=None, base=512):
+    """A store case the runner refuses on the host (before it loads its kernel): one argument wrong."""
+    spec_ = TensorMapSpec.create("uint32", (10, 40), (4, 8))
+    box = np.zeros((4, 8), np.uint32) if box is None else box
+    return np.zeros(1024 + spec_.extent_bytes, np.uint8), base, spec_, np.array(coords), box, op
+
+
 def _load_kernel(ref):
     from drvtma.fuzz.kernel import load_kernel
 
@@ -426,6 +439,12 @@ CASES: list[ApiCase] = [
     ApiCase("fuzz-kernel-returns-none", lambda: _fuzz_kernel(lambda *a: None, examples=1, shrink=False), A,
             ("the kernel's return value", "shape")),
     ApiCase("fuzz-kernel-reference", lambda: _load_kernel("file_without_a_name"), A, ("kernel",)),
+    ApiCase("store-runner-name", lambda: _store_runner("image store"), A, ("name", "image store")),
+    ApiCase("store-runner-source", lambda: _store_runner("image_store", source=None), A, ("source",)),
+    ApiCase("store-runner-negative", lambda: _store_runner()(*_store_case(coords=(-1, 16))), T, ("coords[0]",)),
+    ApiCase("store-runner-op", lambda: _store_runner()(*_store_case(op="sideways")), A, ("op", "sideways")),
+    ApiCase("store-runner-box", lambda: _store_runner()(*_store_case(box=np.zeros(3))), A, ("box", "(4, 8)")),
+    ApiCase("store-runner-base", lambda: _store_runner()(*_store_case(base=8)), A, ("base",)),
     # ---- testing strategies
     ApiCase("strategy-rng-none", lambda: RngChooser(None), A, ("rng",)),
     ApiCase("strategy-integer-empty", lambda: rng().integer(5, 1), A, ("lo, hi",)),

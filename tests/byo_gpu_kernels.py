@@ -1,11 +1,16 @@
-"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py: drvtma's ready runner over tests/byo_image_load.cu,
-and the same kernel with a planted off-by-one coordinate."""
+"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py and tests/test_byo_stores_gpu.py: drvtma's ready runners
+over tests/byo_image_load.cu and tests/byo_image_store.cu, each also with a planted bug, and Triton's desc.load /
+desc.store."""
 
 from pathlib import Path
 
-from drvtma.fuzz.runners import CuLoadRunner
+from drvtma.fuzz.runners import CuLoadRunner, CuStoreRunner
 
 IMAGE_LOAD = CuLoadRunner(Path(__file__).with_name("byo_image_load.cu"), "image_load")
+IMAGE_STORE = CuStoreRunner(Path(__file__).with_name("byo_image_store.cu"), "image_store")
+# The planted bug, built from the same file: the kernel copies one 16-byte chunk of the box too few
+STORE_SKIPS_CHUNK = CuStoreRunner(Path(__file__).with_name("byo_image_store.cu"), "image_store",
+                                  defines={"SKIP_LAST_CHUNK": 1})
 
 
 def drvtma_images(memory, base, spec, coords):
@@ -24,3 +29,18 @@ def triton_boxes(memory, base, spec, coords):
     from drvtma.fuzz.triton import triton_loads
 
     return triton_loads(memory, base, spec, coords)
+
+
+def drvtma_store_images(memory, base, spec, coords, box, op):
+    return IMAGE_STORE(memory, base, spec, coords, box, op)
+
+
+def drvtma_store_skips_chunk(memory, base, spec, coords, box, op):
+    return STORE_SKIPS_CHUNK(memory, base, spec, coords, box, op)
+
+
+def triton_store_boxes(memory, base, spec, coords, box, op):
+    """Triton's desc.store of the box (drvtma.fuzz.triton.triton_stores)."""
+    from drvtma.fuzz.triton import triton_stores
+
+    return triton_stores(memory, base, spec, coords, box, op)

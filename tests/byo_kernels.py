@@ -63,3 +63,27 @@ def store_skips_last_chunk(memory, base, spec, coords, box, op):
 def wrong_shape(memory, base, spec, coords):
     """Wrong contract: one box too few."""
     return load_boxes(memory, base, spec, coords)[1:]
+
+
+def _image_store(memory, base, spec, coords, box, op, skip_last_chunk=False):
+    """tests/byo_image_store.cu done in NumPy on the image drvtma's CuStoreRunner hands it: the box read back from
+    the shared-memory image where the store reads it, then stored; `skip_last_chunk` is its planted bug."""
+    from drvtma.fuzz.runners import store_arguments
+    from drvtma.tma.stores import OP_CODES, smem_byte_offsets
+
+    tma, code, image = store_arguments(memory, base, spec, coords, box, op)
+    assert code == OP_CODES[op] and list(tma[:spec.rank]) == list(spec.tma_coordinates(tuple(coords)))
+    if skip_last_chunk:
+        image[-CHUNK_BYTES:] = 0
+    seen = np.ascontiguousarray(image[smem_byte_offsets(spec)]).view(spec.dtype.numpy).reshape(spec.loaded_counts)
+    out = memory.copy()
+    apply_store(out, base, spec, tuple(int(c) for c in coords), seen, op)
+    return out
+
+
+def image_store(memory, base, spec, coords, box, op):
+    return _image_store(memory, base, spec, coords, box, op)
+
+
+def image_store_skips_chunk(memory, base, spec, coords, box, op):
+    return _image_store(memory, base, spec, coords, box, op, skip_last_chunk=True)

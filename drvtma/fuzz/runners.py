@@ -1,8 +1,9 @@
-"""Ready runners: `LoadKernel`s over kernels you compiled with drvtma (a .cu file), for `fuzz_kernel` and
-`drvtma fuzz loads --kernel`.
+"""Ready runners over kernels you compiled with drvtma (a .cu file), for `fuzz_kernel` and `drvtma fuzz loads |
+stores | reductions --kernel`: a `LoadKernel` and a `StoreKernel`, each launched through drvtma's checked launch
+with the map by value, one CTA of 128 threads per box.
 
-`CuLoadRunner(path, name)` loads a kernel of this signature (one CTA per box, 128 threads), launched through
-drvtma's checked launch with the map by value:
+`CuLoadRunner(path, name)` loads a kernel of this signature and returns the images (n, spec.smem_bytes), the output
+poisoned before the launch:
 
     extern "C" __global__ void NAME(const __grid_constant__ CUtensorMap map,
                                     const int* coords,   // [n][5], driver order (dim 0 first), unused slots 0
@@ -10,21 +11,40 @@ drvtma's checked launch with the map by value:
                                     unsigned char* out,  // [n][image_bytes]: the shared-memory image as loaded
                                     DrvtmaStatus* status);
 
-and returns the images (n, spec.smem_bytes), the output poisoned before the launch.
+`CuStoreRunner(path, name)` loads a kernel of this signature and returns all of memory after one store (or
+reduction) of the box:
+
+    extern "C" __global__ void NAME(const __grid_constant__ CUtensorMap map,
+                                    const int* coords,   // [5], driver order (dim 0 first), unused slots 0
+                                    int rank, int op,    // -1 store; 0 add .. 7 xor (drvtma.tma.stores.OP_CODES)
+                                    const uint4* image,  // the box's shared-memory image, laid out for a
+                                    u32 image_bytes);    // 1024-aligned address (spec.smem_bytes)
+
+It has no status record: a store completes through the issuing thread's bulk group, not an mbarrier, so there is
+no wait to bound (cu/tma/store_probe.cu). A store that faults ends the context, so the runner refuses what faults
+(negative coordinates, an inner coordinate off 16 bytes, a reduction the map's type lacks) before the launch.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
+
+from ..errors import ArgumentError
 
 POISON = 0x7FBADBAD
 THREADS = 128
 
 
-class CuLoadRunner:
+class _CuRunner:
     def __init__(self, source, name: str, *, options=(), defines=None):
+        if not isinstance(source, (str, Path)) or not str(source):
+            raise ArgumentError("runner_source", "source", source, "give the path of your .cu file (relative to "
+                                "the current directory, or absolute)")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgumentError("runner_kernel", "name", name, 'give the extern "C" name of your kernel')
         self.source, self.name, self.options, self.defines = Path(source), name, tuple(options), defines
         self._kernel = None
 
@@ -34,6 +54,10 @@ class CuLoadRunner:
 
             self._kernel = load_module(self.source, options=self.options, defines=self.defines).kernel(self.name)
         return self._kernel
+
+
+class CuLoadRunner(_CuRunner):
+    """A `LoadKernel` over your .cu kernel of the load signature above."""
 
     def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray) -> np.ndarray:
         from ..runtime.driver import DeviceBuffer
@@ -53,3 +77,52 @@ class CuLoadRunner:
             images = out.download(np.uint8, (n, spec.smem_bytes))
             status.check(self.name)
         return images
+
+
+def store_arguments(memory, base, spec, coords, box, op):
+    """What `CuStoreRunner` launches with, checked on the host: (driver-order coordinates [5] int32, op code,
+    the shared-memory image). Raises ArgumentError / TensorMapError for what would fault or mislead."""
+    from ..tma.rules import round_up
+    from ..tma.spec import TensorMapSpec
+    from ..errors import StoreStraddleWarning
+    from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
+
+    if not isinstance(spec, TensorMapSpec):
+        raise ArgumentError("runner_spec", "spec", type(spec).__name__, "give the TensorMapSpec of the case")
+    if not isinstance(memory, np.ndarray) or memory.dtype != np.uint8 or memory.ndim != 1:
+        what = f"{memory.dtype} of shape {memory.shape}" if isinstance(memory, np.ndarray) else type(memory).__name__
+        raise ArgumentError("runner_memory", "memory", what, "give the 1-D uint8 memory of the case (guards and "
+                            "tensor, drvtma.fuzz.kernel.store_memory)")
+    if not isinstance(base, (int, np.integer)) or base < 0 or base % CHUNK_BYTES or \
+            base + round_up(spec.extent_bytes, CHUNK_BYTES) > memory.size:
+        raise ArgumentError("runner_base", "base", base, f"give a multiple of 16 with the tensor's "
+                            f"{spec.extent_bytes} bytes after it inside memory ({memory.size} bytes)")
+    if op not in OP_CODES:
+        raise ArgumentError("runner_op", "op", op, f"use one of {', '.join(OP_CODES)}")
+    with warnings.catch_warnings():  # a straddling inner edge is what the oracle checks, not a mistake here
+        warnings.simplefilter("ignore", StoreStraddleWarning)
+        check_store_spec(spec, op)
+    tma = np.zeros(5, np.int32)
+    tma[:spec.rank] = spec.tma_coordinates(check_store_coordinates(spec, coords))
+    box = np.asarray(box)
+    if box.shape != spec.loaded_counts:
+        raise ArgumentError("runner_box", "box", f"shape {box.shape}", f"give the box's values, shape "
+                            f"{spec.loaded_counts} (spec.loaded_counts)")
+    return tma, OP_CODES[op], smem_from_box(spec, box)
+
+
+class CuStoreRunner(_CuRunner):
+    """A `StoreKernel` over your .cu kernel of the store signature above: one launch of one CTA per call."""
+
+    def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray, box: np.ndarray,
+                 op: str) -> np.ndarray:
+        from ..runtime.driver import DeviceBuffer
+        from ..tma.encode import encode_tiled
+
+        tma, code, image = store_arguments(memory, base, spec, coords, box, op)
+        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(tma) as cbuf, \
+                DeviceBuffer.from_array(image) as src:
+            tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
+            self.kernel().launch(tmap, cbuf, spec.rank, code, src, spec.smem_bytes, grid=1, block=THREADS,
+                                 shared_mem=spec.smem_bytes + 1024)
+            return dev.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the store

@@ -1,11 +1,14 @@
 """The "triton" strategy of kernel fuzzing (`drvtma fuzz loads --kernel k.py:run --strategy triton`): maps a
 host `TensorDescriptor` can describe and Triton's own checks accept (drvtma.tma.triton: power-of-two blocks, rows
-of 16 bytes or more, 16-byte strides, zero or NaN padding for floats), built through `TensorMapSpec.from_triton`.
-Triton itself is optional: nothing here imports it."""
+of 16 bytes or more, 16-byte strides, zero or NaN padding for floats), built through `TensorMapSpec.from_triton`;
+and the ready Triton runners `triton_loads` (desc.load) and `triton_stores` (desc.store). Triton and torch are
+optional: only the runners import them, when they run."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
+
+import numpy as np
 
 from ..tma.dtypes import tma_dtype
 from ..tma.rules import round_up
@@ -103,9 +106,12 @@ TRITON_SPECS = TritonSpecs()
 # ---------------------------------------------------------------------------------------------- the runner
 
 _compiled: list = []  # the last compiled kernel (its PTX shows whether Triton issued TMA)
+_kernels: dict = {}  # the @triton.jit kernels, built on first use (Triton is imported then)
 
 
-def _load_kernel():
+def _jit_kernels() -> dict:
+    if _kernels:
+        return _kernels
     import triton
     import triton.language as tl
 
@@ -123,39 +129,79 @@ def _load_kernel():
                     + tl.arange(0, B2)[None, None, :])
             tl.store(out + i * (B0 * B1 * B2) + offs, desc.load([tl.load(c), tl.load(c + 1), tl.load(c + 2)]))
 
-    return load_boxes
+    @triton.jit
+    def store_box(desc, coords, src, RANK: tl.constexpr, B0: tl.constexpr, B1: tl.constexpr, B2: tl.constexpr):
+        # the block comes from a plain pointer (C order), then one desc.store puts it at the coordinates
+        if RANK == 1:
+            desc.store([tl.load(coords)], tl.load(src + tl.arange(0, B0)))
+        elif RANK == 2:
+            offs = tl.arange(0, B0)[:, None] * B1 + tl.arange(0, B1)[None, :]
+            desc.store([tl.load(coords), tl.load(coords + 1)], tl.load(src + offs))
+        else:
+            offs = (tl.arange(0, B0)[:, None, None] * (B1 * B2) + tl.arange(0, B1)[None, :, None] * B2
+                    + tl.arange(0, B2)[None, None, :])
+            desc.store([tl.load(coords), tl.load(coords + 1), tl.load(coords + 2)], tl.load(src + offs))
+
+    _kernels.update(load=load_boxes, store=store_box)
+    return _kernels
 
 
-_kernel: list = []
-
-
-def triton_loads(memory, base, spec, coords):
-    """A `LoadKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor, `desc.load` of each box
-    (rank 1..3, as the triton strategy draws), the block stored to a poisoned output. Needs triton and torch."""
+def _descriptor(dev, base: int, spec):
+    """A host TensorDescriptor over the tensor in `dev` (the case's memory on the GPU, torch uint8)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from ..tma.triton import triton_arguments
     from .kernel import tensor_region_bytes
 
-    if not _kernel:
-        _kernel.append(_load_kernel())
-    n, rank, s = len(coords), spec.rank, spec.itemsize
-    dev = torch.from_numpy(memory).cuda()
     region = dev[base:base + tensor_region_bytes(spec)].view(getattr(torch, spec.dtype.name))
     a = triton_arguments(spec)
-    desc = TensorDescriptor(region, a["shape"], a["strides"], a["block_shape"], a["padding"])
+    return region, TensorDescriptor(region, a["shape"], a["strides"], a["block_shape"], a["padding"])
+
+
+def _blocks(spec) -> dict:
+    b = list(spec.box) + [1] * (3 - spec.rank)
+    return {"RANK": spec.rank, "B0": b[0], "B1": b[1], "B2": b[2]}
+
+
+def triton_loads(memory, base, spec, coords):
+    """A `LoadKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor, `desc.load` of each box
+    (rank 1..3, as the triton strategy draws), the block stored to a poisoned output. Needs triton and torch."""
+    import torch
+
+    n, rank, s = len(coords), spec.rank, spec.itemsize
+    dev = torch.from_numpy(memory).cuda()
+    region, desc = _descriptor(dev, base, spec)
     c = torch.zeros((n, 3), dtype=torch.int32)
     c[:, :rank] = torch.from_numpy(coords.astype("int32"))
     out = torch.empty((n, *spec.box), dtype=region.dtype, device="cuda")
     out.view(torch.uint8).fill_(0xAB)  # poison: an element the kernel never wrote shows
-    b = list(spec.box) + [1] * (3 - rank)
-    compiled = _kernel[0][(n,)](desc, c.cuda(), out, RANK=rank, B0=b[0], B1=b[1], B2=b[2])
-    _compiled[:] = [compiled]
+    _compiled[:] = [_jit_kernels()["load"][(n,)](desc, c.cuda(), out, **_blocks(spec))]
     bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[s]
     return out.view(bits).cpu().numpy()
 
 
+def triton_stores(memory, base, spec, coords, box, op):
+    """A `StoreKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor and one `desc.store` of
+    the box (rank 1..3, as the triton strategy draws; plain stores only: Triton's descriptor reductions are
+    another call). Needs triton and torch."""
+    from ..errors import ArgumentError
+    from ..tma.stores import STORE, check_store_coordinates
+
+    if op != STORE:
+        raise ArgumentError("runner_op", "op", op, "fuzz triton_stores with `drvtma fuzz stores` (plain stores)")
+    c = np.zeros(3, np.int32)
+    c[:spec.rank] = check_store_coordinates(spec, coords)  # NumPy order, as desc.store takes them
+    import torch
+
+    dev = torch.from_numpy(memory).cuda()  # a copy on the GPU
+    region, desc = _descriptor(dev, base, spec)
+    raw = np.ascontiguousarray(box, dtype=spec.dtype.numpy).reshape(-1).view(np.uint8)  # bf16 travels as bits
+    src = torch.from_numpy(raw.copy()).cuda().view(region.dtype)
+    _compiled[:] = [_jit_kernels()["store"][(1,)](desc, torch.from_numpy(c).cuda(), src, **_blocks(spec))]
+    return dev.cpu().numpy()
+
+
 def last_ptx() -> str:
-    """The PTX of the last Triton kernel `triton_loads` ran ("" before any)."""
+    """The PTX of the last Triton kernel `triton_loads` or `triton_stores` ran ("" before any)."""
     return _compiled[0].asm.get("ptx", "") if _compiled else ""
