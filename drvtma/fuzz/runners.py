@@ -11,6 +11,10 @@ drvtma's checked launch with the map by value:
                                     DrvtmaStatus* status);
 
 and returns the images (n, spec.smem_bytes), the output poisoned before the launch.
+
+`source` may also be a kernel of that signature built elsewhere: a cubin, fatbin or PTX file (`nvcc -cubin
+-arch=sm_90a -I <drvtma's cu/include> k.cu`) or its bytes, loaded by `load_module` with its parameter layout from
+the binary's own records (`options` and `defines` then do nothing).
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ THREADS = 128
 
 class CuLoadRunner:
     def __init__(self, source, name: str, *, options=(), defines=None):
-        self.source, self.name, self.options, self.defines = Path(source), name, tuple(options), defines
+        binary = isinstance(source, (bytes, bytearray, memoryview))  # a cubin / fatbin / PTX built elsewhere
+        self.source = bytes(source) if binary else Path(source)
+        self.name, self.options, self.defines = name, tuple(options), defines
         self._kernel = None
 
     def kernel(self):
@@ -41,10 +47,7 @@ class CuLoadRunner:
         from ..tma.encode import encode_tiled
 
         n = len(coords)
-        tma = np.zeros((n, 5), np.int32)
-        for i, c in enumerate(coords):
-            tma[i, :spec.rank] = spec.tma_coordinates(tuple(int(v) for v in c))
-        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(tma) as cbuf, \
+        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
                 DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
             out.fill_u32(POISON)
             tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
@@ -53,3 +56,11 @@ class CuLoadRunner:
             images = out.download(np.uint8, (n, spec.smem_bytes))
             status.check(self.name)
         return images
+
+
+def box_starts(spec, coords: np.ndarray) -> np.ndarray:
+    """The runner signature's `coords`: (n, 5) int32, driver order (dim 0 first), unused slots 0."""
+    starts = np.zeros((len(coords), 5), np.int32)
+    for i, c in enumerate(coords):
+        starts[i, :spec.rank] = spec.tma_coordinates(tuple(int(v) for v in c))
+    return starts
