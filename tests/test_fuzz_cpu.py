@@ -387,7 +387,7 @@ def test_the_guide_shows_the_example_tests_line_for_line():
     sources = "\n".join((ROOT / "tests" / name).read_text()
                         for name in ("user_kernel.py", "test_user_kernel_cpu.py", "test_user_kernel_gpu.py",
                                      "byo_kernels.py", "test_byo_fuzz_cpu.py", "test_byo_cpu.py", "test_byo_gpu.py",
-                                     "data/byo/row_copy.cu", "data/byo/nvcc_tile_copy.cu"))
+                                     "data/byo/row_copy.cu", "data/byo/nvcc_tile_copy.cu", "byo_gpu_kernels.py"))
     blocks = re.findall(r"```(cuda|python)\n(.*?)```", guide, flags=re.S)
     assert len(blocks) >= 6
     for _, code in blocks:
