@@ -56,3 +56,18 @@ def drvtma_version() -> str:
     import sys
 
     return sys.modules["drvtma"].__version__
+
+
+_TENSOR_MAP_ENUMS = {"interleave": "TensorMapInterleave", "swizzle": "TensorMapSwizzle",
+                     "l2_promotion": "TensorMapL2Promotion", "oob_fill": "TensorMapOOBFill"}
+
+
+def tensor_map_enums() -> dict:
+    """cuda.core's enum class of each `as_tensor_map` option ("interleave", "swizzle", "l2_promotion", "oob_fill"):
+    the top-level name where this cuda.core exports it, else the type of `TensorMapDescriptorOptions`' own default
+    (cuda.core 1.2 exports the options class but not its enums)."""
+    import cuda.core as core
+
+    defaults = core.TensorMapDescriptorOptions(box_dim=(1,))
+    return {field: getattr(core, name, None) or type(getattr(defaults, field))
+            for field, name in _TENSOR_MAP_ENUMS.items()}

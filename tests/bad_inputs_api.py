@@ -507,4 +507,9 @@ CASES: list[ApiCase] = [
     ApiCase("gather4-rows", lambda: __import__("drvtma.tma.blackwell_rules", fromlist=["x"]).gather4_values(
         TensorMapSpec.create("u8", (8, 64), (1, 16), target="sm_100a"), np.zeros(512, np.uint8), 0, [1]), T,
         ("gather4_rows", "rows")),
+    # ---- maps cuda.core's as_tensor_map cannot express (drvtma.fuzz.cuda_core)
+    ApiCase("cuda-core-dtype", lambda: __import__("drvtma.fuzz.cuda_core", fromlist=["x"]).tensor_map_arguments(
+        spec(dtype="tfloat32", strides_bytes=(256, 4))), ArgumentError, ("cuda_core_dtype", "dtype", "tfloat32")),
+    ApiCase("cuda-core-box", lambda: __import__("drvtma.fuzz.cuda_core", fromlist=["x"]).tensor_map_arguments(
+        spec(shape=(8, 64))), ArgumentError, ("cuda_core_box", "box", "(64, 64)")),
 ]

@@ -44,3 +44,56 @@ def triton_store_boxes(memory, base, spec, coords, box, op):
     from drvtma.fuzz.triton import triton_stores
 
     return triton_stores(memory, base, spec, coords, box, op)
+
+
+# nvcc and cuda.core: the same source built by the other toolchains, and with its planted bug (PLANT_OFF_BY_ONE)
+_RUNNERS: dict = {}
+SOURCE = Path(__file__).with_name("byo_image_load.cu")
+
+
+def nvcc_cubin(plant: bool = False) -> Path:
+    """byo_image_load.cu built by `nvcc -cubin -arch=sm_90a -I cu/include` once per process (a skip without
+    nvcc)."""
+    import tempfile
+
+    from byo_builds import nvcc_build
+    from drvtma.runtime.compiler import include_dir
+
+    key = ("nvcc-cubin", plant)
+    if key not in _RUNNERS:
+        out = Path(tempfile.mkdtemp(prefix="drvtma-nvcc-")) / f"image_load{'_plant' if plant else ''}.cubin"
+        flags = [f"-I{include_dir()}"] + (["-DPLANT_OFF_BY_ONE"] if plant else [])
+        _RUNNERS[key] = nvcc_build(SOURCE, out, flags=flags)
+    return _RUNNERS[key]
+
+
+def _runner(kind: str, plant: bool):
+    if (kind, plant) not in _RUNNERS:
+        if kind == "nvcc":
+            _RUNNERS[kind, plant] = CuLoadRunner(nvcc_cubin(plant), "image_load")
+        else:
+            from drvtma.fuzz.cuda_core import CudaCoreLoadRunner
+
+            defines = {"PLANT_OFF_BY_ONE": 1} if plant else None
+            _RUNNERS[kind, plant] = CudaCoreLoadRunner(SOURCE, "image_load", defines=defines)
+    return _RUNNERS[kind, plant]
+
+
+def nvcc_images(memory, base, spec, coords):
+    """The kernel as nvcc built it, launched by drvtma with the map by value."""
+    return _runner("nvcc", False)(memory, base, spec, coords)
+
+
+def nvcc_off_by_one(memory, base, spec, coords):
+    """nvcc's build with -DPLANT_OFF_BY_ONE: the kernel loads each box one row further along the outermost axis."""
+    return _runner("nvcc", True)(memory, base, spec, coords)
+
+
+def cuda_core_images(memory, base, spec, coords):
+    """cuda.core's Program build, its TensorMapDescriptor, its launch."""
+    return _runner("cuda.core", False)(memory, base, spec, coords)
+
+
+def cuda_core_off_by_one(memory, base, spec, coords):
+    """cuda.core's build with the macro PLANT_OFF_BY_ONE defined."""
+    return _runner("cuda.core", True)(memory, base, spec, coords)

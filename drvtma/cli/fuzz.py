@@ -93,7 +93,7 @@ def _parser() -> Parser:
     p.add_argument("--kernel", help="fuzz YOUR kernel instead of drvtma's probe (loads, stores, reductions): "
                    "path/to/file.py:run or module:run, a callable as drvtma.fuzz.kernel.LoadKernel / StoreKernel")
     p.add_argument("--strategy", default="drvtma", help="with --kernel: whose rules the maps follow, drvtma "
-                   "(default) or triton")
+                   "(default), triton or cuda.core")
     return p
 
 

@@ -11,6 +11,10 @@ poisoned before the launch:
                                     unsigned char* out,  // [n][image_bytes]: the shared-memory image as loaded
                                     DrvtmaStatus* status);
 
+`source` may also be a kernel of that signature built elsewhere: a cubin, fatbin or PTX file (`nvcc -cubin
+-arch=sm_90a -I <drvtma's cu/include> k.cu`) or its bytes, loaded by `load_module` with its parameter layout from
+the binary's own records (`options` and `defines` then do nothing).
+
 `CuStoreRunner(path, name)` loads a kernel of this signature and returns all of memory after one store (or
 reduction) of the box:
 
@@ -40,12 +44,14 @@ THREADS = 128
 
 class _CuRunner:
     def __init__(self, source, name: str, *, options=(), defines=None):
-        if not isinstance(source, (str, Path)) or not str(source):
+        binary = isinstance(source, (bytes, bytearray, memoryview))  # a cubin / fatbin / PTX built elsewhere
+        if not binary and (not isinstance(source, (str, Path)) or not str(source)):
             raise ArgumentError("runner_source", "source", source, "give the path of your .cu file (relative to "
-                                "the current directory, or absolute)")
+                                "the current directory, or absolute), or a binary's bytes")
         if not isinstance(name, str) or not name.isidentifier():
             raise ArgumentError("runner_kernel", "name", name, 'give the extern "C" name of your kernel')
-        self.source, self.name, self.options, self.defines = Path(source), name, tuple(options), defines
+        self.source = bytes(source) if binary else Path(source)
+        self.name, self.options, self.defines = name, tuple(options), defines
         self._kernel = None
 
     def kernel(self):
@@ -65,10 +71,7 @@ class CuLoadRunner(_CuRunner):
         from ..tma.encode import encode_tiled
 
         n = len(coords)
-        tma = np.zeros((n, 5), np.int32)
-        for i, c in enumerate(coords):
-            tma[i, :spec.rank] = spec.tma_coordinates(tuple(int(v) for v in c))
-        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(tma) as cbuf, \
+        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
                 DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
             out.fill_u32(POISON)
             tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
@@ -77,6 +80,14 @@ class CuLoadRunner(_CuRunner):
             images = out.download(np.uint8, (n, spec.smem_bytes))
             status.check(self.name)
         return images
+
+
+def box_starts(spec, coords: np.ndarray) -> np.ndarray:
+    """The runner signature's `coords`: (n, 5) int32, driver order (dim 0 first), unused slots 0."""
+    starts = np.zeros((len(coords), 5), np.int32)
+    for i, c in enumerate(coords):
+        starts[i, :spec.rank] = spec.tma_coordinates(tuple(int(v) for v in c))
+    return starts
 
 
 def store_arguments(memory, base, spec, coords, box, op):

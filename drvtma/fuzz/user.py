@@ -1,7 +1,7 @@
 """Fuzz YOUR kernel: the targets kernel-loads, kernel-stores and kernel-reductions (`drvtma fuzz loads --kernel
 file.py:run`), and `fuzz_kernel(run, direction=...)` for pytest.
 
-drvtma draws each case (a map valid under the toolchain's own rules: `strategy` "drvtma" or "triton";
+drvtma draws each case (a map valid under the toolchain's own rules: `strategy` "drvtma", "triton" or "cuda.core";
 coordinates inside, straddling and far outside; data never zero; poisoned guards), calls your kernel
 (`drvtma.fuzz.kernel.LoadKernel` / `StoreKernel`), compares with its oracle, shrinks failures and writes
 reproducers that `drvtma repro` replays (they name your kernel: options["kernel"]). The kernel decides where it
@@ -49,7 +49,8 @@ class DrvtmaSpecs:
         return StoresTarget.build(None, ch, options)  # the stores target's builder (it uses no `self`)
 
 
-STRATEGIES = {"drvtma": "drvtma.fuzz.user:DRVTMA_SPECS", "triton": "drvtma.fuzz.triton:TRITON_SPECS"}
+STRATEGIES = {"drvtma": "drvtma.fuzz.user:DRVTMA_SPECS", "triton": "drvtma.fuzz.triton:TRITON_SPECS",
+              "cuda.core": "drvtma.fuzz.cuda_core:CUDA_CORE_SPECS"}
 
 
 def strategy(name: str):
