@@ -1,4 +1,4 @@
-"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py and tests/test_byo_stores_gpu.py: drvtma's ready runners
+"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py: drvtma's ready runners
 over tests/byo_image_load.cu and tests/byo_image_store.cu, each also with a planted bug, and Triton's desc.load /
 desc.store."""
 

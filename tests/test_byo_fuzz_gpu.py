@@ -1,6 +1,7 @@
-"""Fuzz your own kernel on the GPU: drvtma's ready runner (a .cu kernel of the documented signature, launched
-through drvtma with the map by value) against the oracle, and a planted bug found, shrunk and replayed.
-Not yet run on a GPU."""
+"""Fuzz your own kernel on the GPU: drvtma's ready runners (a .cu kernel of the documented signature, launched
+through drvtma with the map by value) and Triton's desc.load / desc.store against the oracles, each with a figure
+line, and planted bugs (a box off by one, a copy into shared memory one 16-byte chunk short) found, shrunk and
+replayed. The load tests pass on the H200; the store tests are not yet run on a GPU."""
 
 from __future__ import annotations
 
@@ -17,12 +18,34 @@ pytestmark = pytest.mark.gpu
 KERNELS = Path(__file__).with_name("byo_gpu_kernels.py")
 
 
-def _uses_tma() -> bool:
+def _uses_tma(direction: str = "load") -> bool:
+    """Whether drvtma's build of the example kernel issues the TMA instruction (SASS UTMALDG / UTMASTG)."""
     from drvtma.runtime.compiler import compile_cubin
     from drvtma.runtime.sass import instructions
 
-    ops = instructions(compile_cubin(Path(__file__).with_name("byo_image_load.cu")), "image_load")
-    return any(op.startswith("UTMALDG") for op in ops)
+    ops = instructions(compile_cubin(Path(__file__).with_name(f"byo_image_{direction}.cu")), f"image_{direction}")
+    return any(op.startswith("UTMALDG" if direction == "load" else "UTMASTG") for op in ops)
+
+
+def _fuzz(tmp_path, target: str, kernel: str, *extra: str) -> tuple[int, dict]:
+    rc = main(["fuzz", target, "--kernel", f"{KERNELS}:{kernel}", *extra, "--quiet", "--no-db",
+               "--out", str(tmp_path)])
+    return rc, json.loads((tmp_path / f"kernel-{target}-report.json").read_text())
+
+
+def _shrunk_repro_replays(tmp_path, target: str, capsys) -> dict:
+    """The shrunk reproducer a failing campaign wrote, once `drvtma repro` has replayed it with the same diff."""
+    written = sorted(tmp_path.glob(f"repro-kernel-{target}-*.json"))
+    path = next(p for p in written if json.loads(p.read_text())["shrunk"])
+    capsys.readouterr()
+    assert main(["repro", str(path)]) == 1
+    assert "same diff as recorded" in capsys.readouterr().out
+    return json.loads(path.read_text())
+
+
+def _needs_triton() -> None:
+    pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
+    pytest.importorskip("torch", reason="torch is not installed (the Triton runners' tensors)")
 
 
 def test_drvtma_runner_matches_the_oracle(ctx, tmp_path):
@@ -39,17 +62,11 @@ def test_a_planted_off_by_one_is_shrunk_and_replayed(ctx, tmp_path, capsys):
     rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_off_by_one", "--examples", "24", "--seed", "2",
                "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds", "120", "--out", str(tmp_path)])
     assert rc == 1
-    path = next(p for p in sorted(tmp_path.glob("repro-kernel-loads-*.json")) if json.loads(p.read_text())["shrunk"])
-    repro = json.loads(path.read_text())
-    assert len(repro["case"]["coordinates"]) == 1
-    capsys.readouterr()
-    assert main(["repro", str(path)]) == 1
-    assert "same diff as recorded" in capsys.readouterr().out
+    assert len(_shrunk_repro_replays(tmp_path, "loads", capsys)["case"]["coordinates"]) == 1
 
 
 def test_triton_runner_matches_the_oracle(ctx, tmp_path):
-    pytest.importorskip("triton", reason="triton is not installed (pip install triton)")
-    pytest.importorskip("torch", reason="torch is not installed (the Triton runner's tensors)")
+    _needs_triton()
     from drvtma.fuzz.triton import last_ptx
 
     rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", "--strategy", "triton", "--examples", "320",
@@ -60,3 +77,43 @@ def test_triton_runner_matches_the_oracle(ctx, tmp_path):
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})
     assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-loads-report.md").read_text()
     assert uses_tma and js["size"] >= 2000
+
+
+# ---- stores (and reductions) through the ready store runner and Triton's desc.store
+
+def test_drvtma_store_runner_matches_the_oracle(ctx, tmp_path):
+    rc, js = _fuzz(tmp_path, "stores", "drvtma_store_images", "--examples", "500", "--seed", "1")
+    record_figure({"test": "byo_fuzz", "toolchain": "drvtma", "direction": "store", "cases": js["cases"],
+                   "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": _uses_tma("store")})
+    assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-stores-report.md").read_text()
+    assert js["size"] >= 500
+
+
+def test_drvtma_store_runner_reduces_as_the_oracle(ctx, tmp_path):
+    rc, js = _fuzz(tmp_path, "reductions", "drvtma_store_images", "--examples", "120", "--seed", "1")
+    assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-reductions-report.md").read_text()
+
+
+def test_a_store_that_skips_the_last_chunk_is_shrunk_and_replayed(ctx, tmp_path, capsys):
+    rc, _ = _fuzz(tmp_path, "stores", "drvtma_store_skips_chunk", "--examples", "100", "--seed", "2",
+                  "--max-shrinks", "1", "--shrink-seconds", "120")
+    assert rc == 1
+    repro = _shrunk_repro_replays(tmp_path, "stores", capsys)
+    from drvtma.tma.spec import TensorMapSpec
+
+    spec = TensorMapSpec.from_dict(repro["case"]["spec"])
+    assert spec.smem_bytes <= 64 and spec.rank <= 2, repro["describe"]
+    assert repro["result"]["first_differences"][0]["got"] != repro["result"]["first_differences"][0]["expected"]
+
+
+def test_triton_store_runner_matches_the_oracle(ctx, tmp_path):
+    _needs_triton()
+    from drvtma.fuzz.triton import last_ptx
+
+    rc, js = _fuzz(tmp_path, "stores", "triton_store_boxes", "--strategy", "triton", "--examples", "500",
+                   "--seed", "1")
+    uses_tma = "cp.async.bulk.tensor" in last_ptx()
+    record_figure({"test": "byo_fuzz", "toolchain": "triton", "direction": "store", "cases": js["cases"],
+                   "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})
+    assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-stores-report.md").read_text()
+    assert uses_tma and js["size"] >= 500

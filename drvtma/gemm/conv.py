@@ -31,15 +31,15 @@ CORNER_RANGE = (-128, 127)  # a rank-4 map's corners
 class ConvShape:
     """One forward convolution: NHWC input, KRSC filter, the same stride, padding and dilation on H and W."""
 
-    n: int
-    h: int
-    w: int
-    c: int
-    k: int
-    r: int
-    s: int
+    n: int  # images
+    h: int  # input height
+    w: int  # input width
+    c: int  # input channels
+    k: int  # output channels
+    r: int  # filter height
+    s: int  # filter width
     stride: int = 1
-    pad: int = 0
+    pad: int = 0  # on each side
     dilation: int = 1
 
     def __post_init__(self):
