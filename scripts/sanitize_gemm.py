@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
 ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA
-cluster (B multicast) and stream-K (partial sums through a workspace) variants; every
-result compared exactly with NumPy on integer data; exits non-zero on a mismatch."""
+cluster (B multicast) and stream-K (partial sums through a workspace) variants, and the convolution build (A through
+an im2col map, padded and strided, a ragged last tile); every result compared exactly with NumPy on integer data;
+exits non-zero on a mismatch."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drvtma.gemm.config import GemmConfig  # noqa: E402
+from drvtma.gemm.conv import Conv2d, ConvShape, reference_conv  # noqa: E402
 from drvtma.gemm.launch import Gemm  # noqa: E402
-from drvtma.gemm.reference import exact_operands, reference_gemm  # noqa: E402
+from drvtma.gemm.reference import exact_operands, reference_gemm, value_dtype  # noqa: E402
 from drvtma.runtime.driver import context  # noqa: E402
 
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
@@ -34,6 +36,12 @@ def main() -> int:
         ok = np.array_equal(got.astype(np.float64), reference_gemm(a, b, out_dtype=cfg.out_dtype).astype(np.float64))
         bad += not ok
         print(f"gemm {cfg.label()}: {'ok' if ok else 'MISMATCH'}")
+    shape = ConvShape(n=2, h=9, w=11, c=64, k=128, r=3, s=3, pad=1, stride=2)
+    x = rng.integers(-3, 4, (shape.n, shape.h, shape.w, shape.c)).astype(np.float32).astype(value_dtype("bfloat16"))
+    w = rng.integers(-3, 4, (shape.k, shape.r, shape.s, shape.c)).astype(np.float32).astype(value_dtype("bfloat16"))
+    ok = np.array_equal(Conv2d(shape)(x, w).astype(np.float64), reference_conv(x, w, shape).astype(np.float64))
+    bad += not ok
+    print(f"conv {shape.describe()}: {'ok' if ok else 'MISMATCH'}")
     return 1 if bad else 0
 
 
