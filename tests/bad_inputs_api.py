@@ -102,6 +102,12 @@ def _store_runner(name="image_store", source="tests/byo_image_store.cu"):
     return CuStoreRunner(source, name)
 
 
+def _cuda_core_runner(source, name="image_load"):
+    from drvtma.fuzz.cuda_core import CudaCoreLoadRunner
+
+    return CudaCoreLoadRunner(source, name)
+
+
 def _store_case(coords=(1, 16), op="store", box=None, base=512):
     """A store case the runner refuses on the host (before it loads its kernel): one argument wrong."""
     spec_ = TensorMapSpec.create("uint32", (10, 40), (4, 8))
@@ -441,6 +447,7 @@ CASES: list[ApiCase] = [
     ApiCase("fuzz-kernel-reference", lambda: _load_kernel("file_without_a_name"), A, ("kernel",)),
     ApiCase("store-runner-name", lambda: _store_runner("image store"), A, ("name", "image store")),
     ApiCase("store-runner-source", lambda: _store_runner("image_store", source=None), A, ("source",)),
+    ApiCase("cuda-core-runner-binary", lambda: _cuda_core_runner(b"\x7fELF"), A, ("source",)),
     ApiCase("store-runner-negative", lambda: _store_runner()(*_store_case(coords=(-1, 16))), T, ("coords[0]",)),
     ApiCase("store-runner-op", lambda: _store_runner()(*_store_case(op="sideways")), A, ("op", "sideways")),
     ApiCase("store-runner-box", lambda: _store_runner()(*_store_case(box=np.zeros(3))), A, ("box", "(4, 8)")),

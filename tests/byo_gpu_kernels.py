@@ -2,6 +2,7 @@
 over tests/byo_image_load.cu and tests/byo_image_store.cu, each also with a planted bug, and Triton's desc.load /
 desc.store."""
 
+import json
 from pathlib import Path
 
 from drvtma.fuzz.runners import CuLoadRunner, CuStoreRunner
@@ -97,3 +98,16 @@ def cuda_core_images(memory, base, spec, coords):
 def cuda_core_off_by_one(memory, base, spec, coords):
     """cuda.core's build with the macro PLANT_OFF_BY_ONE defined."""
     return _runner("cuda.core", True)(memory, base, spec, coords)
+
+
+def shrunk_repro_replays(tmp_path, target: str, capsys) -> dict:
+    """(For the GPU tests.) The shrunk reproducer a failing campaign wrote, once `drvtma repro` has replayed it with
+    the same diff."""
+    from drvtma.cli.main import main
+
+    written = sorted(tmp_path.glob(f"repro-kernel-{target}-*.json"))
+    path = next(p for p in written if json.loads(p.read_text())["shrunk"])
+    capsys.readouterr()
+    assert main(["repro", str(path)]) == 1
+    assert "same diff as recorded" in capsys.readouterr().out
+    return json.loads(path.read_text())

@@ -13,6 +13,8 @@ import pytest
 from drvtma.cli.main import main
 from drvtma.runtime.figures import record_figure
 
+from byo_gpu_kernels import shrunk_repro_replays
+
 pytestmark = pytest.mark.gpu
 
 KERNELS = Path(__file__).with_name("byo_gpu_kernels.py")
@@ -31,16 +33,6 @@ def _fuzz(tmp_path, target: str, kernel: str, *extra: str) -> tuple[int, dict]:
     rc = main(["fuzz", target, "--kernel", f"{KERNELS}:{kernel}", *extra, "--quiet", "--no-db",
                "--out", str(tmp_path)])
     return rc, json.loads((tmp_path / f"kernel-{target}-report.json").read_text())
-
-
-def _shrunk_repro_replays(tmp_path, target: str, capsys) -> dict:
-    """The shrunk reproducer a failing campaign wrote, once `drvtma repro` has replayed it with the same diff."""
-    written = sorted(tmp_path.glob(f"repro-kernel-{target}-*.json"))
-    path = next(p for p in written if json.loads(p.read_text())["shrunk"])
-    capsys.readouterr()
-    assert main(["repro", str(path)]) == 1
-    assert "same diff as recorded" in capsys.readouterr().out
-    return json.loads(path.read_text())
 
 
 def _needs_triton() -> None:
@@ -62,7 +54,7 @@ def test_a_planted_off_by_one_is_shrunk_and_replayed(ctx, tmp_path, capsys):
     rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_off_by_one", "--examples", "24", "--seed", "2",
                "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds", "120", "--out", str(tmp_path)])
     assert rc == 1
-    assert len(_shrunk_repro_replays(tmp_path, "loads", capsys)["case"]["coordinates"]) == 1
+    assert len(shrunk_repro_replays(tmp_path, "loads", capsys)["case"]["coordinates"]) == 1
 
 
 def test_triton_runner_matches_the_oracle(ctx, tmp_path):
@@ -98,7 +90,7 @@ def test_a_store_that_skips_the_last_chunk_is_shrunk_and_replayed(ctx, tmp_path,
     rc, _ = _fuzz(tmp_path, "stores", "drvtma_store_skips_chunk", "--examples", "100", "--seed", "2",
                   "--max-shrinks", "1", "--shrink-seconds", "120")
     assert rc == 1
-    repro = _shrunk_repro_replays(tmp_path, "stores", capsys)
+    repro = shrunk_repro_replays(tmp_path, "stores", capsys)
     from drvtma.tma.spec import TensorMapSpec
 
     spec = TensorMapSpec.from_dict(repro["case"]["spec"])

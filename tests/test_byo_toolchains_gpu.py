@@ -26,6 +26,7 @@ def _cuda_core_maps():
     if not hasattr(cuda.core, "TensorMapDescriptorOptions"):
         pytest.skip(f"cuda.core {cuda.core.__version__} has no StridedMemoryView.as_tensor_map (cuda.core 1.x has)")
 
+
 KERNELS = Path(G.__file__).resolve()
 # toolchain -> (the right kernel, the planted one, the strategy, the cubin it runs)
 TOOLCHAINS = {
@@ -56,12 +57,8 @@ def test_the_toolchains_planted_off_by_one_is_shrunk_and_replayed(ctx, tmp_path,
                "--seed", "2", "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds", "120",
                "--out", str(tmp_path)])
     assert rc == 1
-    path = next(p for p in sorted(tmp_path.glob("repro-kernel-loads-*.json")) if json.loads(p.read_text())["shrunk"])
-    repro = json.loads(path.read_text())
+    repro = G.shrunk_repro_replays(tmp_path, "loads", capsys)
     assert len(repro["case"]["coordinates"]) == 1 and repro["options"]["kernel"].endswith(planted)
-    capsys.readouterr()
-    assert main(["repro", str(path)]) == 1
-    assert "same diff as recorded" in capsys.readouterr().out
 
 
 def test_cuda_cores_descriptors_decode_to_the_drawn_maps(ctx):

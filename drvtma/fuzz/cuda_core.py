@@ -12,14 +12,13 @@ Public cuda.core APIs only (its enum classes through `drvtma.compat.tensor_map_e
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
 from ..errors import ArgumentError, Rule, broken_rules
 from ..tma.dtypes import tma_dtype
 from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
-from .runners import POISON, THREADS, box_starts
+from .runners import POISON, THREADS, box_starts, runner_source
 from .user import DrvtmaSpecs
 
 _SMEM_WITHOUT_OPT_IN = 48 * 1024
@@ -150,7 +149,7 @@ class CudaCoreLoadRunner:
     of `Device(0)`, the output poisoned first. Returns the shared-memory images (n, spec.smem_bytes)."""
 
     def __init__(self, source, name: str, *, defines=None, include_dirs=(), arch: str = "sm_90a"):
-        self.source, self.name, self.arch = Path(source), name, arch
+        self.source, self.name, self.arch = runner_source(source, name, binary_ok=False), name, arch
         self.defines, self.include_dirs = dict(defines or {}), tuple(include_dirs)
         self._code = self._kernel = None
 

@@ -42,15 +42,20 @@ POISON = 0x7FBADBAD
 THREADS = 128
 
 
+def runner_source(source, name, *, binary_ok: bool = True):
+    """A runner's kernel source (a Path, or bytes of a cubin / fatbin / PTX built elsewhere), its name checked."""
+    binary = binary_ok and isinstance(source, (bytes, bytearray, memoryview))
+    if not binary and (not isinstance(source, (str, Path)) or not str(source)):
+        raise ArgumentError("runner_source", "source", source, "give the path of your .cu file (relative to the "
+                            "current directory, or absolute)" + (", or a binary's bytes" if binary_ok else ""))
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ArgumentError("runner_kernel", "name", name, 'give the extern "C" name of your kernel')
+    return bytes(source) if binary else Path(source)
+
+
 class _CuRunner:
     def __init__(self, source, name: str, *, options=(), defines=None):
-        binary = isinstance(source, (bytes, bytearray, memoryview))  # a cubin / fatbin / PTX built elsewhere
-        if not binary and (not isinstance(source, (str, Path)) or not str(source)):
-            raise ArgumentError("runner_source", "source", source, "give the path of your .cu file (relative to "
-                                "the current directory, or absolute), or a binary's bytes")
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ArgumentError("runner_kernel", "name", name, 'give the extern "C" name of your kernel')
-        self.source = bytes(source) if binary else Path(source)
+        self.source = runner_source(source, name)
         self.name, self.options, self.defines = name, tuple(options), defines
         self._kernel = None
 
