@@ -181,9 +181,8 @@ class Conv2d:
     def __init__(self, shape: ConvShape, config: GemmConfig | None = None):
         from .launch import Gemm
 
-        config = (config or GemmConfig()).check()
-        self.shape = shape.check(config)
-        self.gemm = Gemm(config, conv=shape)
+        self.gemm = Gemm(config, conv=shape)  # the configuration and the shape checked there
+        self.shape = self.gemm.conv
 
     def bind(self, x, w, y):
         """A launchable convolution on device buffers x (NHWC), w (KRSC), y (NPQK)."""
