@@ -108,6 +108,15 @@ def _cuda_core_runner(source, name="image_load"):
     return CudaCoreLoadRunner(source, name)
 
 
+def _cuda_core_store(spec_, op="store"):
+    """cuda.core's store runner on a case it refuses on the host (before it compiles its kernel)."""
+    from drvtma.fuzz.cuda_core import CudaCoreStoreRunner
+
+    memory, base, _, coords, _, _ = _store_case()
+    box = np.zeros((4, 8), spec_.dtype.numpy)
+    return CudaCoreStoreRunner("tests/byo_image_store.cu", "image_store")(memory, base, spec_, coords, box, op)
+
+
 def _store_case(coords=(1, 16), op="store", box=None, base=512):
     """A store case the runner refuses on the host (before it loads its kernel): one argument wrong."""
     spec_ = TensorMapSpec.create("uint32", (10, 40), (4, 8))
@@ -448,6 +457,10 @@ CASES: list[ApiCase] = [
     ApiCase("store-runner-name", lambda: _store_runner("image store"), A, ("name", "image store")),
     ApiCase("store-runner-source", lambda: _store_runner("image_store", source=None), A, ("source",)),
     ApiCase("cuda-core-runner-binary", lambda: _cuda_core_runner(b"\x7fELF"), A, ("source",)),
+    ApiCase("cuda-core-store-dtype", lambda: _cuda_core_store(TensorMapSpec.create("tfloat32", (10, 40), (4, 8))),
+            A, ("cuda_core_dtype", "tfloat32")),
+    ApiCase("cuda-core-store-op", lambda: _cuda_core_store(TensorMapSpec.create("uint32", (10, 40), (4, 8)), "up"),
+            A, ("op", "up")),
     ApiCase("store-runner-negative", lambda: _store_runner()(*_store_case(coords=(-1, 16))), T, ("coords[0]",)),
     ApiCase("store-runner-op", lambda: _store_runner()(*_store_case(op="sideways")), A, ("op", "sideways")),
     ApiCase("store-runner-box", lambda: _store_runner()(*_store_case(box=np.zeros(3))), A, ("box", "(4, 8)")),

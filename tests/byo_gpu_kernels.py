@@ -1,6 +1,6 @@
-"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py: drvtma's ready runners
-over tests/byo_image_load.cu and tests/byo_image_store.cu, each also with a planted bug, and Triton's desc.load /
-desc.store."""
+"""User kernels on the GPU for tests/test_byo_fuzz_gpu.py and tests/test_byo_toolchains_gpu.py: drvtma's ready
+runners over tests/byo_image_load.cu and tests/byo_image_store.cu, the same files built by nvcc and by cuda.core,
+each also with a planted bug, and Triton's desc.load / desc.store."""
 
 import json
 from pathlib import Path
@@ -47,37 +47,43 @@ def triton_store_boxes(memory, base, spec, coords, box, op):
     return triton_stores(memory, base, spec, coords, box, op)
 
 
-# nvcc and cuda.core: the same source built by the other toolchains, and with its planted bug (PLANT_OFF_BY_ONE)
+# nvcc and cuda.core: the same sources built by the other toolchains, and with their planted bugs
 _RUNNERS: dict = {}
 SOURCE = Path(__file__).with_name("byo_image_load.cu")
+# direction -> (the source, its kernel, the macro that plants its bug)
+BUILDS = {"load": (SOURCE, "image_load", "PLANT_OFF_BY_ONE"),
+          "store": (Path(__file__).with_name("byo_image_store.cu"), "image_store", "SKIP_LAST_CHUNK")}
 
 
-def nvcc_cubin(plant: bool = False) -> Path:
-    """byo_image_load.cu built by `nvcc -cubin -arch=sm_90a -I cu/include` once per process (a skip without
-    nvcc)."""
+def nvcc_cubin(plant: bool = False, direction: str = "load") -> Path:
+    """The direction's source built by `nvcc -cubin -arch=sm_90a -I cu/include` (-D its macro when `plant`) once
+    per process (a skip without nvcc)."""
     import tempfile
 
     from byo_builds import nvcc_build
     from drvtma.runtime.compiler import include_dir
 
-    key = ("nvcc-cubin", plant)
+    source, name, macro = BUILDS[direction]
+    key = ("nvcc-cubin", direction, plant)
     if key not in _RUNNERS:
-        out = Path(tempfile.mkdtemp(prefix="drvtma-nvcc-")) / f"image_load{'_plant' if plant else ''}.cubin"
-        flags = [f"-I{include_dir()}"] + (["-DPLANT_OFF_BY_ONE"] if plant else [])
-        _RUNNERS[key] = nvcc_build(SOURCE, out, flags=flags)
+        out = Path(tempfile.mkdtemp(prefix="drvtma-nvcc-")) / f"{name}{'_plant' if plant else ''}.cubin"
+        flags = [f"-I{include_dir()}"] + ([f"-D{macro}"] if plant else [])
+        _RUNNERS[key] = nvcc_build(source, out, flags=flags)
     return _RUNNERS[key]
 
 
-def _runner(kind: str, plant: bool):
-    if (kind, plant) not in _RUNNERS:
+def _runner(kind: str, plant: bool, direction: str = "load"):
+    if (kind, direction, plant) not in _RUNNERS:
+        source, name, macro = BUILDS[direction]
         if kind == "nvcc":
-            _RUNNERS[kind, plant] = CuLoadRunner(nvcc_cubin(plant), "image_load")
+            runner = (CuLoadRunner if direction == "load" else CuStoreRunner)(nvcc_cubin(plant, direction), name)
         else:
-            from drvtma.fuzz.cuda_core import CudaCoreLoadRunner
+            from drvtma.fuzz.cuda_core import CudaCoreLoadRunner, CudaCoreStoreRunner
 
-            defines = {"PLANT_OFF_BY_ONE": 1} if plant else None
-            _RUNNERS[kind, plant] = CudaCoreLoadRunner(SOURCE, "image_load", defines=defines)
-    return _RUNNERS[kind, plant]
+            runner = (CudaCoreLoadRunner if direction == "load" else CudaCoreStoreRunner)(
+                source, name, defines={macro: 1} if plant else None)
+        _RUNNERS[kind, direction, plant] = runner
+    return _RUNNERS[kind, direction, plant]
 
 
 def nvcc_images(memory, base, spec, coords):
@@ -98,6 +104,26 @@ def cuda_core_images(memory, base, spec, coords):
 def cuda_core_off_by_one(memory, base, spec, coords):
     """cuda.core's build with the macro PLANT_OFF_BY_ONE defined."""
     return _runner("cuda.core", True)(memory, base, spec, coords)
+
+
+def nvcc_stores(memory, base, spec, coords, box, op):
+    """byo_image_store.cu as nvcc built it, launched by drvtma (CuStoreRunner over the cubin)."""
+    return _runner("nvcc", False, "store")(memory, base, spec, coords, box, op)
+
+
+def nvcc_store_skips_chunk(memory, base, spec, coords, box, op):
+    """nvcc's build with -DSKIP_LAST_CHUNK: the store writes zeros where the box's last 16 bytes belong."""
+    return _runner("nvcc", True, "store")(memory, base, spec, coords, box, op)
+
+
+def cuda_core_stores(memory, base, spec, coords, box, op):
+    """byo_image_store.cu the cuda.core way: Program, as_tensor_map, launch (CudaCoreStoreRunner)."""
+    return _runner("cuda.core", False, "store")(memory, base, spec, coords, box, op)
+
+
+def cuda_core_store_skips_chunk(memory, base, spec, coords, box, op):
+    """cuda.core's build with the macro SKIP_LAST_CHUNK defined."""
+    return _runner("cuda.core", True, "store")(memory, base, spec, coords, box, op)
 
 
 def shrunk_repro_replays(tmp_path, target: str, capsys) -> dict:

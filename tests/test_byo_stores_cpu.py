@@ -93,17 +93,23 @@ def test_the_image_holds_the_box_where_the_store_reads_it():
     assert (image.view(np.uint32).reshape(4, 8) == box).all()  # no swizzle, a 32-byte row: the box as it is
 
 
+STRATEGIES = ["drvtma", "cuda.core"]  # drvtma's maps (drvtma's and nvcc's builds), as_tensor_map's (cuda.core's)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("direction", ["stores", "reductions"])
-def test_the_runners_kernel_in_numpy_passes(direction):
-    result, _ = fuzz_kernel(B.image_store, direction=direction, examples=100, seed=5)
+def test_the_runners_kernel_in_numpy_passes(direction, strategy):
+    result, _ = fuzz_kernel(B.image_store, direction=direction, examples=100, seed=5, strategy=strategy)
     assert result.cases == 100 and result.mismatches == 0
 
 
-def test_the_planted_bug_in_numpy_is_found_shrunk_and_replayed(tmp_path, capsys):
-    """The GPU test's campaign (same seed, same options) with the kernel done in NumPy: what the GPU should find."""
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_planted_bug_in_numpy_is_found_shrunk_and_replayed(tmp_path, capsys, strategy):
+    """The GPU tests' campaigns (same seed, same options) with the kernel done in NumPy: what the GPU should find."""
     kernels = Path(B.__file__).resolve()
-    rc = main(["fuzz", "stores", "--kernel", f"{kernels}:image_store_skips_chunk", "--examples", "100", "--seed",
-               "2", "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds", "120", "--out", str(tmp_path)])
+    rc = main(["fuzz", "stores", "--kernel", f"{kernels}:image_store_skips_chunk", "--strategy", strategy,
+               "--examples", "100", "--seed", "2", "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds",
+               "120", "--out", str(tmp_path)])
     assert rc == 1
     path = next(p for p in sorted(tmp_path.glob("repro-kernel-stores-*.json")) if json.loads(p.read_text())["shrunk"])
     repro = json.loads(path.read_text())

@@ -1,27 +1,34 @@
 """nvcc and cuda.core as your toolchain, on the CPU: the spec -> cuda.core translation and its refusals, the
-"cuda.core" strategy drawing only what as_tensor_map can express, byo_image_load.cu built by cuda.core's Program
-and by nvcc into tensor loads with the runner's parameter layout."""
+"cuda.core" strategy drawing only what as_tensor_map can express (loads and stores), byo_image_load.cu and
+byo_image_store.cu built by cuda.core's Program and by nvcc (each also with its planted bug) into tensor loads and
+stores with the runners' parameter layouts."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from drvtma.errors import ArgumentError
+from drvtma.errors import ArgumentError, StoreStraddleWarning
 from drvtma.fuzz import cuda_core as C
-from drvtma.fuzz.runners import CuLoadRunner
+from drvtma.fuzz.runners import CuLoadRunner, CuStoreRunner
 from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
 from drvtma.runtime import cubin
 from drvtma.runtime.sass import instructions
 from drvtma.testing import RngChooser
 from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.stores import REDUCE_OPS, STORE, check_case, check_store_spec
 
-from byo_builds import nvcc_build
+import byo_gpu_kernels as G
 
 SOURCE = Path(__file__).with_name("byo_image_load.cu")
-LAYOUT = [128, 8, 4, 4, 4, 8, 8]  # map by value, coords, rank, box_bytes, image_bytes, out, status
+# direction -> (the runner's parameter layout, the TMA instruction it issues, its runner over nvcc's cubin). Loads:
+# map by value, coords, rank, box_bytes, image_bytes, out, status; stores: map by value, coords, rank, op, image,
+# image_bytes.
+LAYOUTS = {"load": ([128, 8, 4, 4, 4, 8, 8], "UTMALDG", CuLoadRunner),
+           "store": ([128, 8, 4, 4, 8, 4], "UTMASTG", CuStoreRunner)}
 
 
 def test_a_spec_becomes_as_tensor_maps_arguments():
@@ -78,12 +85,43 @@ def test_the_cuda_core_strategy_draws_only_expressible_maps():
     assert ("bfloat16" in {d for *_, d, _ in seen}) and {f for *_, f in seen} == {0, 1}
 
 
-def test_cuda_core_program_builds_the_kernel_into_tensor_loads():
-    plain = C.CudaCoreLoadRunner(SOURCE, "image_load").code().code
-    planted = C.CudaCoreLoadRunner(SOURCE, "image_load", defines={"PLANT_OFF_BY_ONE": 1}).code().code
+@pytest.mark.parametrize("ops", [[STORE], list(REDUCE_OPS)], ids=["stores", "reductions"])
+def test_the_cuda_core_strategy_draws_only_expressible_stores(ops):
+    specs, seen = strategy("cuda.core"), set()
+    for seed in range(300):
+        drawn = specs.store_case(RngChooser(np.random.default_rng(seed)),
+                                 {"ops": ops, "max_extent_bytes": MAX_EXTENT_BYTES})
+        spec = drawn.case.spec
+        assert C.cuda_core_refusals(spec) == [] and spec.extent_bytes <= MAX_EXTENT_BYTES, spec.describe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StoreStraddleWarning)  # a straddling inner edge is drawn on purpose
+            check_store_spec(spec, drawn.case.op)
+        check_case(drawn.case)  # coordinates a store can take
+        seen.add((spec.rank, int(spec.swizzle), drawn.case.op))
+    assert {r for r, *_ in seen} == {1, 2, 3, 4, 5} and {s for _, s, _ in seen} == {0, 1, 2, 3}
+    assert {op for *_, op in seen} == set(ops)
+
+
+def test_the_cuda_core_store_runner_refuses_before_any_launch():
+    spec = TensorMapSpec.create("tfloat32", (10, 40), (4, 8))
+    memory = np.zeros(1024 + spec.extent_bytes, np.uint8)
+    run = C.CudaCoreStoreRunner(G.BUILDS["store"][0], "image_store")
+    with pytest.raises(ArgumentError, match="cuda_core_dtype"):  # a map as_tensor_map cannot express
+        run(memory, 512, spec, np.array((1, 16)), np.zeros((4, 8), np.float32), "store")
+    with pytest.raises(ArgumentError, match="runner_op"):  # the store runner's own checks come first
+        run(memory, 512, spec.replace(dtype="float32"), np.array((1, 16)), np.zeros((4, 8), np.float32), "up")
+
+
+@pytest.mark.parametrize("direction", list(G.BUILDS))
+def test_cuda_core_program_builds_the_kernel_into_tensor_copies(direction):
+    source, name, macro = G.BUILDS[direction]
+    layout, instruction, _ = LAYOUTS[direction]
+    runner = C.CudaCoreLoadRunner if direction == "load" else C.CudaCoreStoreRunner
+    plain = runner(source, name).code().code
+    planted = runner(source, name, defines={macro: 1}).code().code
     for built in (plain, planted):
-        assert {f"UTMALDG.{r}D" for r in range(1, 6)} <= set(instructions(built, "image_load"))
-        assert [s for _, s in cubin.kernel_params(built, "image_load")] == LAYOUT
+        assert {f"{instruction}.{r}D" for r in range(1, 6)} <= set(instructions(built, name))
+        assert [s for _, s in cubin.kernel_params(built, name)] == layout
     assert plain != planted
 
 
@@ -92,11 +130,15 @@ def test_a_missing_source_is_named():
         C.CudaCoreLoadRunner("nope.cu", "image_load").code()
 
 
-def test_nvcc_builds_the_runners_kernel_with_drvtmas_headers(tmp_path):
-    from drvtma.runtime.compiler import include_dir
-
-    built = nvcc_build(SOURCE, tmp_path / "k.cubin", flags=[f"-I{include_dir()}"]).read_bytes()
-    assert [s for _, s in cubin.kernel_params(built, "image_load")] == LAYOUT
-    assert any(op.startswith("UTMALDG") for op in instructions(built, "image_load"))
-    runner = CuLoadRunner(built, "image_load")  # the bytes themselves: load_module reads them as a cubin
-    assert runner.source == built and CuLoadRunner(tmp_path / "k.cubin", "image_load").source.suffix == ".cubin"
+@pytest.mark.parametrize("direction", list(G.BUILDS))
+def test_nvcc_builds_the_runners_kernel_with_drvtmas_headers(direction):
+    """What the GPU tests run: G.nvcc_cubin's builds, the plain one and the planted one (a skip without nvcc)."""
+    name = G.BUILDS[direction][1]
+    layout, instruction, runner = LAYOUTS[direction]
+    plain, planted = (G.nvcc_cubin(plant, direction).read_bytes() for plant in (False, True))
+    for built in (plain, planted):
+        assert [s for _, s in cubin.kernel_params(built, name)] == layout
+        assert any(op.startswith(instruction) for op in instructions(built, name))
+    assert plain != planted
+    assert runner(plain, name).source == plain  # the bytes themselves: load_module reads them as a cubin
+    assert runner(G.nvcc_cubin(False, direction), name).source.suffix == ".cubin"

@@ -1,7 +1,8 @@
-"""Fuzz a kernel built by another toolchain on the GPU: tests/byo_image_load.cu built by `nvcc -cubin` (launched
-through drvtma with the map by value) and by cuda.core's Program (its TensorMapDescriptor, its launch), each
-against the oracle with a figure line, and each with its planted off-by-one (PLANT_OFF_BY_ONE) found, shrunk and
-replayed. Not yet run on a GPU."""
+"""Fuzz a kernel built by another toolchain on the GPU: tests/byo_image_load.cu and tests/byo_image_store.cu built
+by `nvcc -cubin` (launched through drvtma with the map by value) and by cuda.core's Program (its
+TensorMapDescriptor, its launch), each against the oracle with a figure line per toolchain and direction, and each
+with its planted bug (PLANT_OFF_BY_ONE, SKIP_LAST_CHUNK) found, shrunk and replayed. The store tests are not
+yet run on a GPU."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from drvtma.cli.main import main
 from drvtma.runtime.figures import record_figure
 from drvtma.runtime.sass import instructions
+from drvtma.tma.spec import TensorMapSpec
 
 import byo_gpu_kernels as G
 
@@ -28,37 +30,61 @@ def _cuda_core_maps():
 
 
 KERNELS = Path(G.__file__).resolve()
-# toolchain -> (the right kernel, the planted one, the strategy, the cubin it runs)
-TOOLCHAINS = {
-    "nvcc": ("nvcc_images", "nvcc_off_by_one", "drvtma", lambda: G.nvcc_cubin().read_bytes()),
-    "cuda.core": ("cuda_core_images", "cuda_core_off_by_one", "cuda.core",
-                  lambda: _cuda_core_maps() or G._runner("cuda.core", False).code().code),
-}
+TOOLCHAINS = {"nvcc": "drvtma", "cuda.core": "cuda.core"}  # toolchain -> the strategy drawing its maps
+# (toolchain, direction) -> (the right kernel, the planted one) in byo_gpu_kernels.py
+KERNELS_OF = {("nvcc", "load"): ("nvcc_images", "nvcc_off_by_one"),
+              ("cuda.core", "load"): ("cuda_core_images", "cuda_core_off_by_one"),
+              ("nvcc", "store"): ("nvcc_stores", "nvcc_store_skips_chunk"),
+              ("cuda.core", "store"): ("cuda_core_stores", "cuda_core_store_skips_chunk")}
+# direction -> (fuzz target, its TMA instruction, examples, the least boxes, the planted bug's examples)
+DIRECTIONS = {"load": ("loads", "UTMALDG", 360, 2000, 24), "store": ("stores", "UTMASTG", 500, 500, 100)}
+CASES = [pytest.param(t, d, id=f"{t}-{d}") for d in DIRECTIONS for t in TOOLCHAINS]
 
 
-@pytest.mark.parametrize("toolchain", list(TOOLCHAINS))
-def test_the_toolchains_kernel_matches_the_oracle(ctx, tmp_path, toolchain):
-    right, _, strategy, built = TOOLCHAINS[toolchain]
-    uses_tma = any(op.startswith("UTMALDG") for op in instructions(built(), "image_load"))  # nvcc absent: a skip
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:{right}", "--strategy", strategy, "--examples", "360",
-               "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
-    js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
-    record_figure({"test": "byo_fuzz", "toolchain": toolchain, "direction": "load", "cases": js["cases"],
+def _built(toolchain: str, direction: str) -> bytes:
+    """The cubin the toolchain built for the direction (nvcc absent or cuda.core without as_tensor_map: a skip)."""
+    if toolchain == "nvcc":
+        return G.nvcc_cubin(direction=direction).read_bytes()
+    _cuda_core_maps()
+    return G._runner("cuda.core", False, direction).code().code
+
+
+def _fuzz(tmp_path, direction: str, kernel: str, strategy: str, *extra: str) -> int:
+    return main(["fuzz", DIRECTIONS[direction][0], "--kernel", f"{KERNELS}:{kernel}", "--strategy", strategy,
+                 *extra, "--quiet", "--no-db", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("toolchain, direction", CASES)
+def test_the_toolchains_kernel_matches_the_oracle(ctx, tmp_path, toolchain, direction):
+    target, instruction, examples, least, _ = DIRECTIONS[direction]
+    name = G.BUILDS[direction][1]
+    uses_tma = any(op.startswith(instruction) for op in instructions(_built(toolchain, direction), name))
+    rc = _fuzz(tmp_path, direction, KERNELS_OF[toolchain, direction][0], TOOLCHAINS[toolchain],
+               "--examples", str(examples), "--seed", "1")
+    js = json.loads((tmp_path / f"kernel-{target}-report.json").read_text())
+    record_figure({"test": "byo_fuzz", "toolchain": toolchain, "direction": direction, "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})
-    assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-loads-report.md").read_text()
-    assert uses_tma and js["size"] >= 2000
+    assert rc == 0 and js["mismatches"] == 0, (tmp_path / f"kernel-{target}-report.md").read_text()
+    assert uses_tma and js["size"] >= least
 
 
-@pytest.mark.parametrize("toolchain", list(TOOLCHAINS))
-def test_the_toolchains_planted_off_by_one_is_shrunk_and_replayed(ctx, tmp_path, capsys, toolchain):
-    _, planted, strategy, built = TOOLCHAINS[toolchain]
-    built()  # nvcc absent: a skip before the campaign
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:{planted}", "--strategy", strategy, "--examples", "24",
-               "--seed", "2", "--quiet", "--no-db", "--max-shrinks", "1", "--shrink-seconds", "120",
-               "--out", str(tmp_path)])
+@pytest.mark.parametrize("toolchain, direction", CASES)
+def test_the_toolchains_planted_bug_is_shrunk_and_replayed(ctx, tmp_path, capsys, toolchain, direction):
+    """The off-by-one load or the store one chunk short: the CPU tests' NumPy model of the store bug shrinks, on
+    these seeds, to a 16-byte uint8 box (tests/test_byo_stores_cpu.py)."""
+    target, *_, examples = DIRECTIONS[direction]
+    planted = KERNELS_OF[toolchain, direction][1]
+    _built(toolchain, direction)  # nvcc absent: a skip before the campaign
+    rc = _fuzz(tmp_path, direction, planted, TOOLCHAINS[toolchain], "--examples", str(examples), "--seed", "2",
+               "--max-shrinks", "1", "--shrink-seconds", "120")
     assert rc == 1
-    repro = G.shrunk_repro_replays(tmp_path, "loads", capsys)
-    assert len(repro["case"]["coordinates"]) == 1 and repro["options"]["kernel"].endswith(planted)
+    repro = G.shrunk_repro_replays(tmp_path, target, capsys)
+    assert repro["options"]["kernel"].endswith(planted)
+    if direction == "load":
+        assert len(repro["case"]["coordinates"]) == 1
+    else:
+        spec = TensorMapSpec.from_dict(repro["case"]["spec"])
+        assert spec.smem_bytes <= 64 and spec.rank <= 2, repro["describe"]
 
 
 def test_cuda_cores_descriptors_decode_to_the_drawn_maps(ctx):

@@ -1,6 +1,7 @@
-"""cuda.core as your toolchain: a `LoadKernel` whose kernel `cuda.core.Program` compiles (drvtma's include folder on
-its include path), whose map is a `TensorMapDescriptor` from `StridedMemoryView.as_tensor_map`, launched by
-`cuda.core.launch` on a cuda.core stream; and the "cuda.core" strategy, the maps that route can express.
+"""cuda.core as your toolchain: a `LoadKernel` and a `StoreKernel` whose kernel `cuda.core.Program` compiles
+(drvtma's include folder on its include path), whose map is a `TensorMapDescriptor` from
+`StridedMemoryView.as_tensor_map`, launched by `cuda.core.launch` on a cuda.core stream; and the "cuda.core"
+strategy, the maps (for loads and for stores) that route can express.
 
 `as_tensor_map` (cuda.core 1.2, through CCCL's `make_tma_descriptor`) is narrower than the driver: element types
 only as NumPy / ml_dtypes dtypes (no tfloat32, no FTZ, no packed types), no Blackwell swizzle atoms, a box no longer
@@ -12,13 +13,15 @@ Public cuda.core APIs only (its enum classes through `drvtma.compat.tensor_map_e
 
 from __future__ import annotations
 
+from dataclasses import replace
 
 import numpy as np
 
 from ..errors import ArgumentError, Rule, broken_rules
 from ..tma.dtypes import tma_dtype
 from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
-from .runners import POISON, THREADS, box_starts, runner_source
+from .runners import POISON, THREADS, box_starts, runner_source, store_arguments
+from .stores import StoreFuzzCase
 from .user import DrvtmaSpecs
 
 _SMEM_WITHOUT_OPT_IN = 48 * 1024
@@ -122,12 +125,27 @@ class CudaCoreSpecs(DrvtmaSpecs):
         spec = build_valid_spec(ch, dtypes=tuple(tma_dtype(d) for d in DTYPES), interleave=False, address=False,
                                 max_dim=ch.choice([8, 40, 300]), max_smem_bytes=ch.choice([2048, 16384]),
                                 max_extent_bytes=options["max_extent_bytes"])
-        shape = tuple(max(n, b, e) for n, b, e in zip(spec.shape, spec.box, spec.element_strides))
-        fitted = _nest(spec, shape, [16 * ch.choice([0, 0, 1, 2]) for _ in shape])
-        if fitted.extent_bytes > options["max_extent_bytes"]:
-            counts = fitted.loaded_counts
-            fitted = _nest(spec.replace(box=counts, element_strides=(1,) * spec.rank), counts, [0] * spec.rank)
-        return fitted
+        return _fit(ch, spec, options["max_extent_bytes"])
+
+    def store_case(self, ch, options: dict) -> StoreFuzzCase:
+        """drvtma's store case (the user's map as given), its map fitted as `load_spec` fits one: the coordinates
+        stay where they were (never negative, the inner one on a 16-byte boundary), still a valid store."""
+        drawn = super().store_case(ch, options)
+        if options.get("spec"):
+            return drawn  # the user's own map: a map cuda.core cannot express is refused by name when it runs
+        fitted = _fit(ch, drawn.case.spec, options["max_extent_bytes"])
+        return StoreFuzzCase(replace(drawn.case, spec=fitted), drawn.data_seed)
+
+
+def _fit(ch, spec: TensorMapSpec, max_extent_bytes: int) -> TensorMapSpec:
+    """`spec` expressible through as_tensor_map: every axis as long as its box and element stride, strides nested
+    (16-byte padding drawn); still too large, it loses its element strides and shrinks to what a box holds."""
+    shape = tuple(max(n, b, e) for n, b, e in zip(spec.shape, spec.box, spec.element_strides))
+    fitted = _nest(spec, shape, [16 * ch.choice([0, 0, 1, 2]) for _ in shape])
+    if fitted.extent_bytes > max_extent_bytes:
+        counts = fitted.loaded_counts
+        fitted = _nest(spec.replace(box=counts, element_strides=(1,) * spec.rank), counts, [0] * spec.rank)
+    return fitted
 
 
 def _nest(spec: TensorMapSpec, shape, pads) -> TensorMapSpec:
@@ -142,11 +160,9 @@ CUDA_CORE_SPECS = CudaCoreSpecs()
 
 # ---------------------------------------------------------------------------------------------- the runner
 
-class CudaCoreLoadRunner:
-    """A LoadKernel over a .cu kernel of `drvtma.fuzz.runners.CuLoadRunner`'s signature, run the cuda.core way:
-    compiled by `Program` for `arch` (the source's folder, `include_dirs` and drvtma's include folder searched,
-    `defines` as macros), the map from `as_tensor_map` on a view of the tensor, launched by `launch` on a stream
-    of `Device(0)`, the output poisoned first. Returns the shared-memory images (n, spec.smem_bytes)."""
+class _CudaCoreRunner:
+    """A .cu kernel compiled by `Program` for `arch` (the source's folder, `include_dirs` and drvtma's include folder
+    searched, `defines` as macros), launched by cuda.core on a stream of `Device(0)`."""
 
     def __init__(self, source, name: str, *, defines=None, include_dirs=(), arch: str = "sm_90a"):
         self.source, self.name, self.arch = runner_source(source, name, binary_ok=False), name, arch
@@ -179,33 +195,64 @@ class CudaCoreLoadRunner:
             self._kernel = self.code().get_kernel(self.name)
         return self._kernel
 
-    def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray) -> np.ndarray:
+    def _launch(self, spec: TensorMapSpec, grid: int, tensor_ptr: int, *args) -> None:
+        """One launch of `grid` CTAs: the map (as_tensor_map over the tensor at `tensor_ptr`) first, then `args`;
+        returns once the stream is done. drvtma's uploads must be done before (cuda.core's stream is another)."""
         from cuda.core import Device, LaunchConfig, launch
 
-        from ..runtime.driver import DeviceBuffer, context, synchronize
-        from ..runtime.status import StatusBuffer
+        from ..runtime.driver import context, synchronize
 
         arguments = tensor_map_arguments(spec)
         context()  # drvtma's buffers live in device 0's primary context, the one Device(0) makes current
         device = Device(0)
         device.set_current()
-        kernel = self.kernel()
-        n, shared = len(coords), spec.smem_bytes + 1024  # + room to align the image to 1024 bytes
+        kernel, shared = self.kernel(), spec.smem_bytes + 1024  # + room to align the image to 1024 bytes
         if shared > _SMEM_WITHOUT_OPT_IN:
             _opt_in(kernel, shared)
+        synchronize()
+        desc = device_view(tensor_ptr, arguments, spec.itemsize).as_tensor_map(**map_options(arguments))
+        stream = device.create_stream()
+        launch(stream, LaunchConfig(grid=grid, block=THREADS, shmem_size=shared), kernel, desc, *args)
+        stream.sync()
+
+
+class CudaCoreLoadRunner(_CudaCoreRunner):
+    """A LoadKernel over a .cu kernel of `drvtma.fuzz.runners.CuLoadRunner`'s signature, run the cuda.core way:
+    compiled by `Program`, the map from `as_tensor_map` on a view of the tensor, launched by `launch`, the output
+    poisoned first. Returns the shared-memory images (n, spec.smem_bytes)."""
+
+    def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray) -> np.ndarray:
+        from ..runtime.driver import DeviceBuffer
+        from ..runtime.status import StatusBuffer
+
+        tensor_map_arguments(spec)  # what cuda.core cannot express, refused before any upload
+        n = len(coords)
         with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
                 DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
             out.fill_u32(POISON)
-            synchronize()  # the uploads and the poison are done before cuda.core's stream runs
-            desc = device_view(tensor.ptr + base, arguments, spec.itemsize).as_tensor_map(**map_options(arguments))
-            stream = device.create_stream()
-            launch(stream, LaunchConfig(grid=n, block=THREADS, shmem_size=shared), kernel, desc, cbuf.ptr,
-                   np.int32(spec.rank), np.uint32(spec.expect_tx_bytes), np.uint32(spec.smem_bytes), out.ptr,
-                   status.ptr)
-            stream.sync()
+            self._launch(spec, n, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.uint32(spec.expect_tx_bytes),
+                         np.uint32(spec.smem_bytes), out.ptr, status.ptr)
             images = out.download(np.uint8, (n, spec.smem_bytes))
             status.check(self.name)
         return images
+
+
+class CudaCoreStoreRunner(_CudaCoreRunner):
+    """A StoreKernel over a .cu kernel of `drvtma.fuzz.runners.CuStoreRunner`'s signature, run the cuda.core way
+    (one CTA per call): the case checked and the image built by `store_arguments`, as that runner does, so stores
+    and every reduction the map's type takes; returns all of memory afterwards."""
+
+    def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray, box: np.ndarray,
+                 op: str) -> np.ndarray:
+        from ..runtime.driver import DeviceBuffer
+
+        tma, code, image = store_arguments(memory, base, spec, coords, box, op)
+        tensor_map_arguments(spec)
+        with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(tma) as cbuf, \
+                DeviceBuffer.from_array(image) as src:
+            self._launch(spec, 1, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.int32(code), src.ptr,
+                         np.uint32(spec.smem_bytes))
+            return tensor.download(np.uint8, (memory.size,))
 
 
 def device_view(ptr: int, arguments: dict, itemsize: int):

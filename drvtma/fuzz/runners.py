@@ -11,10 +11,6 @@ poisoned before the launch:
                                     unsigned char* out,  // [n][image_bytes]: the shared-memory image as loaded
                                     DrvtmaStatus* status);
 
-`source` may also be a kernel of that signature built elsewhere: a cubin, fatbin or PTX file (`nvcc -cubin
--arch=sm_90a -I <drvtma's cu/include> k.cu`) or its bytes, loaded by `load_module` with its parameter layout from
-the binary's own records (`options` and `defines` then do nothing).
-
 `CuStoreRunner(path, name)` loads a kernel of this signature and returns all of memory after one store (or
 reduction) of the box:
 
@@ -27,6 +23,10 @@ reduction) of the box:
 It has no status record: a store completes through the issuing thread's bulk group, not an mbarrier, so there is
 no wait to bound (cu/tma/store_probe.cu). A store that faults ends the context, so the runner refuses what faults
 (negative coordinates, an inner coordinate off 16 bytes, a reduction the map's type lacks) before the launch.
+
+For either runner, `source` may also be a kernel of its signature built elsewhere: a cubin, fatbin or PTX file
+(`nvcc -cubin -arch=sm_90a -I <drvtma's cu/include> k.cu`) or its bytes, loaded by `load_module` with its parameter
+layout from the binary's own records (`options` and `defines` then do nothing).
 """
 
 from __future__ import annotations
