@@ -49,8 +49,8 @@ def _built(toolchain: str, direction: str) -> bytes:
     return G._runner("cuda.core", False, direction).code().code
 
 
-def _fuzz(tmp_path, direction: str, kernel: str, strategy: str, *extra: str) -> int:
-    return main(["fuzz", DIRECTIONS[direction][0], "--kernel", f"{KERNELS}:{kernel}", "--strategy", strategy,
+def _fuzz(tmp_path, target: str, kernel: str, strategy: str, *extra: str) -> int:
+    return main(["fuzz", target, "--kernel", f"{KERNELS}:{kernel}", "--strategy", strategy,
                  *extra, "--quiet", "--no-db", "--out", str(tmp_path)])
 
 
@@ -59,7 +59,7 @@ def test_the_toolchains_kernel_matches_the_oracle(ctx, tmp_path, toolchain, dire
     target, instruction, examples, least, _ = DIRECTIONS[direction]
     name = G.BUILDS[direction][1]
     uses_tma = any(op.startswith(instruction) for op in instructions(_built(toolchain, direction), name))
-    rc = _fuzz(tmp_path, direction, KERNELS_OF[toolchain, direction][0], TOOLCHAINS[toolchain],
+    rc = _fuzz(tmp_path, target, KERNELS_OF[toolchain, direction][0], TOOLCHAINS[toolchain],
                "--examples", str(examples), "--seed", "1")
     js = json.loads((tmp_path / f"kernel-{target}-report.json").read_text())
     record_figure({"test": "byo_fuzz", "toolchain": toolchain, "direction": direction, "cases": js["cases"],
@@ -75,7 +75,7 @@ def test_the_toolchains_planted_bug_is_shrunk_and_replayed(ctx, tmp_path, capsys
     target, *_, examples = DIRECTIONS[direction]
     planted = KERNELS_OF[toolchain, direction][1]
     _built(toolchain, direction)  # nvcc absent: a skip before the campaign
-    rc = _fuzz(tmp_path, direction, planted, TOOLCHAINS[toolchain], "--examples", str(examples), "--seed", "2",
+    rc = _fuzz(tmp_path, target, planted, TOOLCHAINS[toolchain], "--examples", str(examples), "--seed", "2",
                "--max-shrinks", "1", "--shrink-seconds", "120")
     assert rc == 1
     repro = G.shrunk_repro_replays(tmp_path, target, capsys)
@@ -85,6 +85,15 @@ def test_the_toolchains_planted_bug_is_shrunk_and_replayed(ctx, tmp_path, capsys
     else:
         spec = TensorMapSpec.from_dict(repro["case"]["spec"])
         assert spec.smem_bytes <= 64 and spec.rank <= 2, repro["describe"]
+
+
+@pytest.mark.parametrize("toolchain", list(TOOLCHAINS))
+def test_the_toolchains_store_kernel_reduces_as_the_oracle(ctx, tmp_path, toolchain):
+    """The store kernel takes `op`: the same runners serve `drvtma fuzz reductions` (cuda.core's map types)."""
+    _built(toolchain, "store")
+    rc = _fuzz(tmp_path, "reductions", KERNELS_OF[toolchain, "store"][0], TOOLCHAINS[toolchain], "--examples", "120",
+               "--seed", "1")
+    assert rc == 0, (tmp_path / "kernel-reductions-report.md").read_text()
 
 
 def test_cuda_cores_descriptors_decode_to_the_drawn_maps(ctx):

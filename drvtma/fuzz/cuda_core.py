@@ -113,9 +113,9 @@ class _DeviceTensor:
 # ---------------------------------------------------------------------------------------------- the strategy
 
 class CudaCoreSpecs(DrvtmaSpecs):
-    """drvtma's valid maps (no interleave) made expressible through as_tensor_map: its element types only, every
-    axis at least as long as its box and element stride, strides re-nested in axis order (16-byte padding drawn
-    again). A map still too large for the extent bound loses its element strides and shrinks to its box."""
+    """drvtma's valid maps (no interleave) and store cases made expressible through as_tensor_map (`_fit`): its
+    element types only (the store types are the same ten), every axis at least as long as its box and element
+    stride, strides re-nested in axis order."""
 
     name = "cuda.core"
 
