@@ -1,12 +1,12 @@
 """Read and write the 128 bytes of an sm_90 im2col CUtensorMap: `decode_im2col` (an Im2colSpec and its address) and
 `encode_im2col_bytes` (its inverse on the host, no driver call).
 
-Found from 3,410 maps the H200's driver (580, CUDA 13.0) encoded with cuTensorMapEncodeIm2col (ranks 3-5, every type,
-interleave, swizzle, L2 promotion and fill, corners at both ends of each rank's range; tests/data/im2col_corpus.json.gz),
-each field's hypothesis checked against all of them. An im2col map stores everything a tiled map does at the same
-bits (decode.py's table: address, rank, type, strides, dims, element strides, interleave, swizzle, fill, L2
-promotion, the swizzle marker), plus:
-- bit 64 (`decode.IM2COL_MODE`) is 1; it is 0 in every tiled map;
+Found from 3,410 maps the H200's driver (580, CUDA 13.0) encoded with cuTensorMapEncodeIm2col (ranks 3-5, every
+type, interleave, swizzle, L2 promotion and fill, corners at both ends of each rank's range;
+tests/data/im2col_corpus.json.gz), each field's hypothesis checked against all of them. An im2col map stores
+everything a tiled map does at the same bits (decode.py's table: address, rank, type, strides, dims, element
+strides, interleave, swizzle, fill, L2 promotion, the swizzle marker), plus:
+- bit 64 (`decode.IM2COL_MODE`) is 1; it is 0 in every map of the tiled corpus (tensormap_corpus.json.gz);
 - the tiled box fields hold im2col's own: bits 440-447 (box dim 0) channels per pixel - 1, bits 448-463 the lower
   corners and 464-479 the upper ones, each corner a two's-complement field CORNER_BITS[rank] wide, W first (the
   driver's order), unused slots 0; bits 480-489 pixels per column - 1;
@@ -56,6 +56,15 @@ def _signed(value: int, width: int) -> int:
     return value - (1 << width) if value >> (width - 1) else value
 
 
+_ANY_RANK_BITS = _known_bits(3) | _known_bits(4) | _known_bits(5)
+
+
+def _unknown_bits_error(unknown: int) -> TensorMapError:
+    bits = [i for i in range(1024) if (unknown >> i) & 1]
+    return TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode sm_90 im2col maps only",
+                          "bits outside every field the sm_90 driver writes in an im2col map are set")
+
+
 @dataclass(frozen=True)
 class Im2colFields:
     """An im2col map's own fields as stored (corners W first); `shared` holds what it stores as a tiled map does
@@ -76,10 +85,12 @@ def im2col_fields(obj) -> Im2colFields:
     if not f.im2col:
         raise TensorMapError("decode_tiled_map", "mode", "tiled", "read it with drvtma.tma.decode.decode (or explain "
                              "/ `drvtma decode`, which read both modes)", "bit 64 is clear: a tiled map")
+    v = int.from_bytes(raw, "little")
     if f.rank not in IM2COL_RANKS:
+        if v & ~_ANY_RANK_BITS:  # bits no im2col map of any rank holds: say that first (e.g. all ones)
+            raise _unknown_bits_error(v & ~_ANY_RANK_BITS)
         raise TensorMapError("decode_rank", "rank", f.rank, "an im2col map has rank 3, 4 or 5",
                              f"the rank field holds {f.rank_code}")
-    v = int.from_bytes(raw, "little")
     return Im2colFields(f, tuple(_signed(get(v, c), c[1]) for c in lower_corner_fields(f.rank)),
                         tuple(_signed(get(v, c), c[1]) for c in upper_corner_fields(f.rank)),
                         get(v, CHANNELS_PER_PIXEL) + 1, get(v, PIXELS_PER_COLUMN) + 1, v & ~_known_bits(f.rank))
@@ -90,9 +101,7 @@ def decode_im2col(obj) -> tuple[Im2colSpec, int]:
     (`im2col_rules.validate_im2col` says what it breaks). Raises TensorMapError (``decode_*``) for other bytes."""
     f = im2col_fields(obj)
     if f.unknown_bits:
-        bits = [i for i in range(1024) if (f.unknown_bits >> i) & 1]
-        raise TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode sm_90 im2col maps only",
-                             "bits outside every field the sm_90 driver writes in an im2col map are set")
+        raise _unknown_bits_error(f.unknown_bits)
     g = geometry(f.shared)
     spec = Im2colSpec(g.pop("dtype"), g.pop("shape"), g.pop("strides_bytes"), tuple(reversed(f.lower_corner)),
                       tuple(reversed(f.upper_corner)), f.channels_per_pixel, f.pixels_per_column, **g)
