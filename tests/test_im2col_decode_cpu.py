@@ -137,3 +137,9 @@ def test_box_and_rank_edits_of_an_im2col_map_are_refused_with_a_fix(corpus, edit
     for call in (lambda: apply_to_bytes(raw, edit), lambda: apply_to_spec(spec, edit)):
         with pytest.raises(TensorMapError, match=r"replace_im2col_field.*re-encode"):
             call()
+
+
+def test_an_unchecked_box_edit_is_the_bare_insert_into_channels_per_pixel(corpus):
+    _, _, raw = corpus[0]
+    edited, _ = I.decode_im2col(apply_to_bytes(raw, Edit.unchecked("box_dim", 16, 0)))
+    assert edited.channels_per_pixel == 16  # what ptxas's bitfield insert does to an im2col map's bits

@@ -120,8 +120,9 @@ IM2COL_REFUSED = {
 
 
 def im2col_edit_error(edit: Edit) -> TensorMapError | None:
-    """The refusal of an edit that means something else on an im2col map (None: the edit means the same)."""
-    if edit.field not in IM2COL_REFUSED:
+    """The refusal of an edit that means something else on an im2col map (None: the edit means the same, or it is
+    `Edit.unchecked`: the bare bitfield insert ptxas emits, whatever the mode)."""
+    if edit.field not in IM2COL_REFUSED or not edit.checked:
         return None
     return TensorMapError("replace_im2col_field", edit.field, edit.value,
                           "change the Im2colSpec on the host and re-encode it (encode_im2col, or "
