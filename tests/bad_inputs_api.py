@@ -532,4 +532,25 @@ CASES: list[ApiCase] = [
         spec(dtype="tfloat32", strides_bytes=(256, 4))), ArgumentError, ("cuda_core_dtype", "dtype", "tfloat32")),
     ApiCase("cuda-core-box", lambda: __import__("drvtma.fuzz.cuda_core", fromlist=["x"]).tensor_map_arguments(
         spec(shape=(8, 64))), ArgumentError, ("cuda_core_box", "box", "(64, 64)")),
+    # ---- im2col maps' bytes (drvtma.tma.im2col_decode) and tensormap.replace on them
+    ApiCase("decode-im2col-map", lambda: D.decode(_im2col_bytes()), T, ("decode_im2col_map", "decode_im2col")),
+    ApiCase("decode-im2col-tiled-map",
+            lambda: _im2col_decode().decode_im2col(D.encode_bytes(spec(base_address=1 << 20))), T,
+            ("decode_tiled_map", "mode")),
+    ApiCase("encode-im2col-bytes-type", lambda: _im2col_decode().encode_im2col_bytes(spec()), T,
+            ("spec", "Im2colSpec")),
+    ApiCase("replace-im2col-box", lambda: R.apply_to_bytes(_im2col_bytes(), R.Edit("box_dim", 8)), T,
+            ("replace_im2col_field", "box_dim", "re-encode")),
+    ApiCase("replace-im2col-rank", lambda: R.apply_to_spec(im2col(), R.Edit.rank(3)), T,
+            ("replace_im2col_field", "rank")),
 ]
+
+
+def _im2col_decode():
+    from drvtma.tma import im2col_decode
+
+    return im2col_decode
+
+
+def _im2col_bytes() -> bytes:
+    return _im2col_decode().encode_im2col_bytes(im2col(base_address=1 << 20))

@@ -23,6 +23,19 @@ GOOD = _map_hex()
 BROKEN = _map_hex(box_inner=3)
 
 
+def _im2col_extra_bit_hex() -> str:
+    """An im2col map's bytes with bit 500 set: no field of an im2col map holds it."""
+    import drvtma.tma.decode as D
+    from drvtma.tma.im2col_decode import encode_im2col_bytes
+    from drvtma.tma.im2col_spec import Im2colSpec
+
+    raw = encode_im2col_bytes(Im2colSpec.create("f16", (2, 8, 8, 16), (-1, -1), (-1, -1), 16, 32, base_address=1 << 20))
+    return D.put(int.from_bytes(raw, "little"), (500, 1), 1).to_bytes(128, "little").hex()
+
+
+IM2COL_EXTRA_BIT = _im2col_extra_bit_hex()
+
+
 def _lit(text: str) -> str:
     """JSON text as an argv item (argv items are format strings: braces doubled)."""
     return text.replace("{", "{{").replace("}", "}}")
@@ -85,6 +98,7 @@ CASES: list[CliCase] = [
         ("all-ones", ("ff" * 128,), ("bits",)),
         ("broken-rule", (BROKEN,), ("rule", "box_inner_bytes"), 1),
         ("file-wrong-size", ("{list_json}",), ("list_json.json", "128")),
+        ("im2col-unknown-bit", (IM2COL_EXTRA_BIT,), ("bits", "im2col")),
     ]),
     *_cases(("check",), [
         ("no-spec", (), ("dtype",)),

@@ -1,4 +1,4 @@
-"""`drvtma decode HEX [--json]`: what a tiled sm_90 tensor map's 128 bytes say (no GPU needed)."""
+"""`drvtma decode HEX [--json]`: what an sm_90 tensor map's 128 bytes say, tiled or im2col (no GPU needed)."""
 
 from __future__ import annotations
 
@@ -16,13 +16,16 @@ MAP_DIGITS = 256  # 128 bytes
 def decode_parser() -> Parser:
     p = Parser(
         prog="drvtma decode",
-        description="Decode the 128 bytes of a tiled sm_90 CUtensorMap (256 hex digits, spaces, _ and one leading "
-                    "0x allowed; '-' reads stdin; or a file of the 128 raw bytes) into its spec in NumPy order, its "
-                    "global address, the rules it breaks (with fixes) and findings (known driver defects patched "
-                    "by hand, device edits: not errors). Exit status 1 when it breaks a rule, as `drvtma check`.")
+        description="Decode the 128 bytes of a tiled or im2col sm_90 CUtensorMap (256 hex digits, spaces, _ and "
+                    "one leading 0x allowed; '-' reads stdin; or a file of the 128 raw bytes) into its mode, its "
+                    "spec in NumPy order (an im2col map's corners, channels per pixel and pixels per column "
+                    "included), its global address, the rules it breaks (with fixes) and findings (known driver "
+                    "defects patched by hand, device edits: not errors). Exit status 1 when it breaks a rule, as "
+                    "`drvtma check`.")
     p.add_argument("hex", nargs="+", help="the map's bytes in memory order, as hex, or a file holding them")
-    p.add_argument("--json", action="store_true", help='print {"address": ..., "spec": TensorMapSpec.to_dict(), '
-                   '"broken": [rule, ...], "findings": [name, ...]}')
+    p.add_argument("--json", action="store_true", help='print {"address": ..., "mode": "tiled" or "im2col", '
+                   '"spec": its TensorMapSpec or Im2colSpec to_dict(), "broken": [rule, ...], '
+                   '"findings": [name, ...]}')
     return p
 
 
@@ -80,7 +83,7 @@ def decode_command(argv: list[str]) -> int:
     except (DrvtmaError, ValueError) as exc:  # not the bytes of a map drvtma can read: usage
         parser.error(str(exc))
     if args.json:
-        print(json.dumps({"address": hex(report.address), "spec": report.spec.to_dict(),
+        print(json.dumps({"address": hex(report.address), "mode": report.mode, "spec": report.spec.to_dict(),
                           "broken": [e.rule for e in report.broken], "findings": [f.name for f in report.findings]}))
         return 0
     return print_report(report, "drvtma decode")

@@ -11,6 +11,8 @@ marker) are not needed to decode and are not rewritten by `tensormap.replace`; `
 Blackwell's new fields: bits 85 and 86 (`SMALL_TENSOR_BIT`, `SWIZZLE_ATOMICITY_BIT`) are read from every map; where a
 map stores the packed types 13-15 and the swizzle atoms is not known (`UNKNOWN_LAYOUT`, the one place that says so):
 decode refuses such maps and `encode_bytes` such specs, naming what is unknown.
+
+Bit 64 marks an im2col map: `decode` refuses it, naming `im2col_decode.decode_im2col`, which reads its own fields.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ BOX_DIM = tuple((440 + 8 * k, 8) for k in range(5))
 DERIVED_BOX_BYTES = (512, 32)  # driver: prod(floor(box / element stride)) * element size
 DERIVED_SWIZZLE = (576, 64)  # driver: 0x10 without swizzle, 0x100 / 0x200 / 0x400 for 32 / 64 / 128 B
 SWIZZLE_MARKER = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
+IM2COL_MODE = (64, 1)  # 1 in every im2col map the H200's driver encoded, 0 in every tiled one (im2col_decode)
 
 # What of a Blackwell map's bytes drvtma does not know: no Blackwell driver's map was seen (not yet run on a GPU).
 UNKNOWN_LAYOUT = {
@@ -78,6 +81,10 @@ for _off, _width in _ALL_FIELDS:
     KNOWN_BITS |= ((1 << _width) - 1) << _off
 
 
+def mask(where: tuple[int, int]) -> int:
+    return ((1 << where[1]) - 1) << where[0]
+
+
 def get(value: int, where: tuple[int, int]) -> int:
     off, width = where
     return (value >> off) & ((1 << width) - 1)
@@ -86,8 +93,8 @@ def get(value: int, where: tuple[int, int]) -> int:
 def put(value: int, where: tuple[int, int], x: int) -> int:
     """`value` with the field at `where` set to the low bits of x (as the hardware's bitfield insert does)."""
     off, width = where
-    mask = ((1 << width) - 1) << off
-    return (value & ~mask) | ((int(x) << off) & mask)
+    m = ((1 << width) - 1) << off
+    return (value & ~m) | ((int(x) << off) & m)
 
 
 def map_bytes(obj) -> bytes:
@@ -163,7 +170,8 @@ class MapFields:
     box_dim: tuple[int, ...]
     derived_box_bytes: int
     derived_swizzle: int
-    unknown_bits: int  # bits outside every known field (nonzero: not a map this decoder understands)
+    unknown_bits: int  # bits outside every known tiled field (nonzero: not a map this decoder understands)
+    im2col: bool = False  # the mode bit: an im2col map (im2col_decode reads its own fields)
 
     @property
     def rank(self) -> int:
@@ -182,7 +190,7 @@ def fields(obj) -> MapFields:
         global_dim=tuple(get(v, f) + 1 for f in GLOBAL_DIM), global_strides=strides,
         element_strides=tuple(get(v, f) + 1 for f in ELEMENT_STRIDE), box_dim=tuple(get(v, f) + 1 for f in BOX_DIM),
         derived_box_bytes=get(v, DERIVED_BOX_BYTES), derived_swizzle=get(v, DERIVED_SWIZZLE),
-        unknown_bits=v & ~KNOWN_BITS)
+        unknown_bits=v & ~KNOWN_BITS & ~mask(IM2COL_MODE), im2col=bool(get(v, IM2COL_MODE)))
 
 
 def _dtype(f: MapFields):
@@ -219,21 +227,35 @@ def decode(obj) -> tuple[TensorMapSpec, int]:
     breaks). Raises TensorMapError (rule ``decode_*``) for bytes no tiled sm_90 map holds.
     """
     f = fields(obj)
+    if f.im2col:
+        raise TensorMapError("decode_im2col_map", "mode", "im2col", "read it with drvtma.tma.im2col_decode."
+                             "decode_im2col (or explain / `drvtma decode`, which read both modes)",
+                             "bit 64 is set: an im2col map, whose box fields hold corners and counts")
     if f.unknown_bits:
         bits = [i for i in range(1024) if (f.unknown_bits >> i) & 1]
         raise TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode tiled sm_90 maps only",
-                             "bits outside every field the sm_90 driver writes are set (an im2col or sm_100 map, or "
-                             "not a tensor map)")
+                             "bits outside every field the sm_90 driver writes in a tiled map are set (an sm_100 "
+                             "map, or not a tensor map)")
+    g = geometry(f)
+    spec = TensorMapSpec(g["dtype"], g["shape"], g["strides_bytes"], tuple(reversed(f.box_dim[:f.rank])),
+                         **{k: g[k] for k in _OPTIONS})
+    return spec, f.address
+
+
+_OPTIONS = ("element_strides", "interleave", "swizzle", "l2_promotion", "oob_fill", "base_address")
+
+
+def geometry(f: MapFields) -> dict:
+    """What a tiled and an im2col map store alike, as spec fields in NumPy order (the two decoders share it)."""
     r = f.rank
     if r > MAX_RANK:
         raise TensorMapError("decode_rank", "rank", r, "a map has rank 1..5", f"the rank field holds {f.rank_code}")
     dt = _dtype(f)
     strides = (dt.itemsize,) + f.global_strides[:r - 1]  # TMA order, dim 0 is the element itself
-    spec = TensorMapSpec(dt, tuple(reversed(f.global_dim[:r])), tuple(reversed(strides)),
-                         tuple(reversed(f.box_dim[:r])), tuple(reversed(f.element_strides[:r])),
-                         _enum(f.interleave, Interleave), _enum(f.swizzle, Swizzle),
-                         _enum(f.l2_promotion, L2Promotion), _enum(f.oob_fill, OobFill), f.address)
-    return spec, f.address
+    return dict(dtype=dt, shape=tuple(reversed(f.global_dim[:r])), strides_bytes=tuple(reversed(strides)),
+                element_strides=tuple(reversed(f.element_strides[:r])), interleave=_enum(f.interleave, Interleave),
+                swizzle=_enum(f.swizzle, Swizzle), l2_promotion=_enum(f.l2_promotion, L2Promotion),
+                oob_fill=_enum(f.oob_fill, OobFill), base_address=f.address)
 
 
 def derived_words(spec: TensorMapSpec) -> tuple[int, int]:
@@ -257,11 +279,22 @@ def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
     if broken:
         raise broken[0]
+    p = spec.tma_params()
+    v = shared_words(spec, p, address)
+    for k in range(p.rank):
+        v = put(v, BOX_DIM[k], p.box_dim[k] - 1)
+    box_bytes, marker = derived_words(spec)
+    v = put(v, DERIVED_BOX_BYTES, box_bytes)
+    v = put(v, DERIVED_SWIZZLE, marker)
+    return v.to_bytes(TENSOR_MAP_BYTES, "little")
+
+
+def shared_words(spec, p, address: int) -> int:
+    """The fields a tiled and an im2col map store alike (same bits in both modes), as the driver writes them."""
     if spec.dtype.bits:
         raise unknown_layout("packed element types", "dtype", spec.dtype.name)
     if spec.swizzle_span_bytes == 128 and spec.swizzle != Swizzle.B128:
         raise unknown_layout("swizzle atoms", "swizzle", spec.swizzle.name)
-    p = spec.tma_params()
     dt = spec.dtype
     v = put(0, ADDRESS, address)
     v = put(v, RANK, p.rank - 1)
@@ -277,11 +310,7 @@ def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     for k in range(p.rank):
         v = put(v, GLOBAL_DIM[k], p.global_dim[k] - 1)
         v = put(v, ELEMENT_STRIDE[k], p.element_strides[k] - 1)
-        v = put(v, BOX_DIM[k], p.box_dim[k] - 1)
-    box_bytes, marker = derived_words(spec)
-    v = put(v, DERIVED_BOX_BYTES, box_bytes)
-    v = put(v, DERIVED_SWIZZLE, marker)
-    return v.to_bytes(TENSOR_MAP_BYTES, "little")
+    return v
 
 
 def same_map(a: TensorMapSpec, b: TensorMapSpec) -> bool:

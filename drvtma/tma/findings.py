@@ -1,6 +1,6 @@
 """A tensor map from anywhere (Triton, CUTLASS, cuda.core, a dump), explained: the rules its spec breaks, each with
 its fix, and *findings*: what the bytes show that is not an error of the spec (a known driver defect patched by
-hand, words edited on the device). No GPU.
+hand, words edited on the device). Tiled and im2col maps alike (the mode bit says which decoder reads them). No GPU.
 """
 
 from __future__ import annotations
@@ -9,6 +9,9 @@ from dataclasses import dataclass
 
 from ..errors import RuleError
 from .decode import UNKNOWN_LAYOUT, decode, derived_words, fields, map_bytes
+from .im2col_decode import decode_im2col, im2col_derived_words
+from .im2col_rules import validate_im2col
+from .im2col_spec import Im2colSpec
 from .rules import validate_all
 from .spec import TensorMapSpec, contiguous_strides_bytes
 
@@ -29,13 +32,17 @@ class Finding:
 
 @dataclass(frozen=True)
 class MapReport:
-    spec: TensorMapSpec
+    spec: TensorMapSpec | Im2colSpec
     address: int
     broken: list[RuleError]
     findings: list[Finding]
 
+    @property
+    def mode(self) -> str:
+        return "im2col" if isinstance(self.spec, Im2colSpec) else "tiled"
+
     def lines(self) -> list[str]:
-        out = [f"tensor map at global 0x{self.address:x}", self.spec.describe(),
+        out = [f"tensor map at global 0x{self.address:x}, {self.mode} mode", self.spec.describe(),
                "rules broken: " + ("none" if not self.broken else "")]
         out += [f"  {e}" for e in self.broken]
         out.append("findings: " + ("none" if not self.findings else ""))
@@ -48,6 +55,9 @@ def explain(obj) -> MapReport:
     TensorMap or a cuda.core TensorMapDescriptor (decode.map_bytes reads them all)."""
     raw = map_bytes(obj)  # once: a torch / CuPy buffer is copied to the host here
     f = fields(raw)
+    if f.im2col:
+        spec, address = decode_im2col(raw)
+        return MapReport(spec, address, validate_im2col(spec), map_findings(f, spec))
     spec, address = decode(raw)
     return MapReport(spec, address, validate_all(spec), map_findings(f, spec))
 
@@ -56,7 +66,7 @@ def _dense(spec: TensorMapSpec) -> bool:
     return tuple(spec.strides_bytes) == contiguous_strides_bytes(spec.shape, spec.itemsize)
 
 
-def map_findings(f, spec: TensorMapSpec) -> list[Finding]:
+def map_findings(f, spec: TensorMapSpec | Im2colSpec) -> list[Finding]:
     """The findings of a decoded map (`f`: decode.fields of the same bytes)."""
     out = []
     if f.small_tensor_bit:
@@ -76,7 +86,7 @@ def map_findings(f, spec: TensorMapSpec) -> list[Finding]:
                            "swizzle_mode clears it); on Blackwell it may belong to a swizzle atom: "
                            + UNKNOWN_LAYOUT["swizzle atoms"], "check what wrote the bytes; re-encode the map to be "
                            "sure"))
-    box_bytes, marker = derived_words(spec)
+    box_bytes, marker = im2col_derived_words(spec) if f.im2col else derived_words(spec)
     if (f.derived_box_bytes, f.derived_swizzle) != (box_bytes, marker):
         out.append(Finding(
             "derived_words_differ",

@@ -7,6 +7,12 @@ PTX numbers things its own way, and this module is where drvtma translates:
 - box dims, global dims, strides (bytes) and element strides take actual values (seen on the H200, NVRTC 13.0).
 The byte effect is drvtma.tma.decode's layout: `apply_to_bytes` is exact for every field, `apply_to_spec` says
 what the edited map means. Field numbers match cu/include/drvtma/tensormap.cuh.
+
+Im2col maps: PTX's tensormap.replace has one mode, `.tile`, and no field for an im2col map's corners, channels per
+pixel or pixels per column. The fields it does have sit at the same bits in an im2col map (im2col_decode, from 3,410
+driver-encoded maps), so the model applies them to an im2col map's bytes and spec as to a tiled one's; box_dim and
+rank are refused (`im2col_edit_error`): their bits hold the corners and channels per pixel there. Editing an im2col map
+on the device is outside the `.tile` mode PTX documents and was not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import numpy as np
 from ..errors import TensorMapError, as_int
 from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT32_FTZ, FLOAT64, INT32, INT64, TF32_DTYPES, TF32_OF, TFLOAT32,
                      TFLOAT32_FTZ, UINT8, UINT16, UINT32, UINT64, tma_dtype)
+from .im2col_spec import Im2colSpec
 from .spec import MAX_RANK, TensorMapSpec, to_tma_order
 
 FIELDS = ("global_address", "rank", "box_dim", "global_dim", "global_stride", "element_stride", "elemtype",
@@ -106,17 +113,39 @@ def _set(values: tuple, index: int, value) -> tuple:
     return tuple(out)
 
 
-def _check_types(spec, edit) -> None:
-    if not isinstance(spec, TensorMapSpec):
-        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
+IM2COL_REFUSED = {
+    "box_dim": "an im2col map stores channels per pixel - 1 in box_dim ord 0's bits and the corners in ords 1-4's",
+    "rank": "an im2col map's corners are 16, 8 or 5 bits wide by rank (3, 4, 5): a new rank re-reads every corner",
+}
+
+
+def im2col_edit_error(edit: Edit) -> TensorMapError | None:
+    """The refusal of an edit that means something else on an im2col map (None: the edit means the same, or it is
+    `Edit.unchecked`: the bare bitfield insert ptxas emits, whatever the mode)."""
+    if edit.field not in IM2COL_REFUSED or not edit.checked:
+        return None
+    return TensorMapError("replace_im2col_field", edit.field, edit.value,
+                          "change the Im2colSpec on the host and re-encode it (encode_im2col, or "
+                          "im2col_decode.encode_im2col_bytes), then copy the 128 bytes to the device: "
+                          "tensormap.replace has no im2col field (corners, channels per pixel, pixels per column)",
+                          IM2COL_REFUSED[edit.field])
+
+
+def _check_types(spec, edit, *, im2col: bool = False) -> None:
+    if not isinstance(spec, (TensorMapSpec, Im2colSpec) if im2col else TensorMapSpec):
+        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec"
+                             + (" or an Im2colSpec" if im2col else ""))
     if not isinstance(edit, Edit):
         raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
+    if isinstance(spec, Im2colSpec) and im2col_edit_error(edit):
+        raise im2col_edit_error(edit)
 
 
 def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
-    """The spec an edit makes (NumPy order). A rank edit keeps the innermost dims when shrinking; growing needs the
-    bytes (the slots past the old rank hold what the driver left there): use `decode(apply_to_bytes(...))`."""
-    _check_types(spec, edit)
+    """The spec an edit makes (NumPy order), a TensorMapSpec's or an Im2colSpec's. A rank edit keeps the innermost
+    dims when shrinking; growing needs the bytes (the slots past the old rank hold what the driver left there): use
+    `decode(apply_to_bytes(...))`."""
+    _check_types(spec, edit, im2col=True)
     r, f, v = spec.rank, edit.field, edit.value
     if f == "global_address":
         return spec.replace(base_address=v)
@@ -199,7 +228,8 @@ def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = No
     """The map after one edit, as ptxas implements it (a bitfield insert into the stored field, seen in the SASS
     and pinned on the H200): values are stored as the decoder reads them (dims, boxes, element strides minus one,
     strides >> 4) and truncated to the field, so box 0 becomes 256 and 257 becomes 1; nothing else moves, so the
-    two words the driver derives (box bytes, swizzle marker) keep their old values. Side effects: a new swizzle
+    two words the driver derives (box bytes, swizzle marker) keep their old values. An im2col map's bytes take every
+    field but box_dim and rank (`im2col_edit_error`), at the same bits. Side effects: a new swizzle
     clears bit 86; a new global address clears bit 85 (Blackwell's small-tensor bit) with NVRTC 13.5's ptxas, not
     13.0's (`clears_small_tensor_bit`, default `ptxas_clears_small_tensor_bit()`); elemtype 0..10 leaves the tf32
     flag as it was (11 and 12 set it)."""
@@ -211,6 +241,8 @@ def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = No
     if not isinstance(edit, Edit):
         raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
     v = int.from_bytes(D.map_bytes(raw), "little")
+    if D.get(v, D.IM2COL_MODE) and im2col_edit_error(edit):
+        raise im2col_edit_error(edit)
     f, x, k = edit.field, edit.value, edit.ord
     if f == "global_address":
         v = D.put(v, D.ADDRESS, x)
