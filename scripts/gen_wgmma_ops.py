@@ -14,6 +14,8 @@ from pathlib import Path
 HEADER = Path(__file__).resolve().parents[1] / "cu" / "include" / "drvtma" / "wgmma_ops.cuh"
 # The N each probe kernel is built for: every dtype allows these (integer types skip N = 40.., step 16 above 32).
 PROBE_NS = (8, 16, 24, 32, 48, 80, 128, 256)
+# More N for the GEMM's tiles (a 64-channel convolution, swapped small-M problems): legal for every type above.
+GEMM_NS = (64, 96, 192)
 # (suffix, PTX type, K, accumulator kind, transposable)
 TYPES = (("f16", "f16", 16, "f32", True), ("bf16", "bf16", 16, "f32", True), ("tf32", "tf32", 8, "f32", False),
          ("e4m3", "e4m3", 32, "f32", False), ("e5m2", "e5m2", 32, "f32", False), ("s8", "s8", 32, "s32", False),
@@ -65,7 +67,7 @@ def render() -> str:
         out.append(f"#define DRVTMA_WGMMA_K {k}")
         out.append(f"#define DRVTMA_WGMMA_ACC_{acc.upper()} 1")
         out.append(f"#define DRVTMA_WGMMA_TRANS {int(trans)}")
-        for n in PROBE_NS:
+        for n in sorted(PROBE_NS + GEMM_NS):
             for form in ("ss", "rs"):
                 out.append(_wrapper(suffix, ptx, k, acc, trans, n, form))
         out.append(f"#endif  // DRVTMA_WGMMA_{suffix.upper()}\n")

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
 ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA
-cluster (B multicast) and stream-K (partial sums through a workspace) variants, and the convolution build (A through
-an im2col map, padded and strided, a ragged last tile); every result compared exactly with NumPy on integer data;
-exits non-zero on a mismatch."""
+cluster (B multicast), stream-K (partial sums through a workspace) and swapped-operand variants, ping-pong
+warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn barriers), and the
+convolution build (A through an im2col map, padded and strided, a ragged last tile); every result compared exactly
+with NumPy on integer data; exits non-zero on a mismatch."""
 
 from __future__ import annotations
 
@@ -23,15 +24,17 @@ from drvtma.runtime.driver import context  # noqa: E402
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
            GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
            GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"),
-           GemmConfig(streamk=True))
+           GemmConfig(streamk=True), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8))
+SHAPE = (200, 264, 144)
+PINGPONG = (GemmConfig(pingpong=True, bn=128, stages=6, inflight=1), (1536, 1536, 448))
 
 
 def main() -> int:
     context()
     rng = np.random.default_rng(5)
     bad = 0
-    for cfg in CONFIGS:
-        a, b = exact_operands(rng, cfg.dtype, 200, 264, 144)
+    for cfg, shape in [(c, SHAPE) for c in CONFIGS] + [PINGPONG]:
+        a, b = exact_operands(rng, cfg.dtype, *shape)
         got = Gemm(cfg).matmul(a, b)
         ok = np.array_equal(got.astype(np.float64), reference_gemm(a, b, out_dtype=cfg.out_dtype).astype(np.float64))
         bad += not ok

@@ -46,7 +46,8 @@ with WgmmaProbe(extra_defines=json.loads(sys.argv[1])) as probe:
     report(lambda: probe.run(group))
 '''
 
-# One GEMM (GemmConfig(**argv[2])) of 128 x 256 x 128 (one tile, two k-blocks) in the edge build.
+# One GEMM (GemmConfig(**argv[2])) of 128 x 256 x 128 (one tile, two k-blocks), or of argv[3]'s [M, N, K], in
+# the edge build.
 GEMM_SCRIPT = _REPORT + r'''
 import json, sys
 import numpy as np
@@ -58,14 +59,16 @@ from drvtma.gemm.reference import exact_operands
 context()
 cfg = GemmConfig(**json.loads(sys.argv[2]))
 gemm = Gemm(cfg, extra_defines=json.loads(sys.argv[1]))
-a, b = exact_operands(np.random.default_rng(1), cfg.dtype, 128, 256, 128)
+a, b = exact_operands(np.random.default_rng(1), cfg.dtype, *(json.loads(sys.argv[3]) if len(sys.argv) > 3 else
+                                                             (128, 256, 128)))
 report(lambda: gemm.matmul(a, b))
 '''
 
 
-def run_edge_child(script: str, *args: str, timeout: float = 180) -> dict:
-    """Run `script` with the edge defines as argv[1] (and `args` after) in a child; its RESULT as a dict."""
-    proc = run_child(script, json.dumps(EDGE_DEFINES), *args, timeout=timeout)
+def run_edge_child(script: str, *args: str, timeout: float = 180, defines: dict | None = None) -> dict:
+    """Run `script` with the edge defines (or `defines`) as argv[1] (and `args` after) in a child; its RESULT as a
+    dict."""
+    proc = run_child(script, json.dumps(EDGE_DEFINES if defines is None else defines), *args, timeout=timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, f"child exited {proc.returncode} without a result:\n{proc.stdout}\n{proc.stderr}"
     return json.loads(lines[-1].split(" ", 1)[1])

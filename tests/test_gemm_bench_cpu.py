@@ -144,7 +144,7 @@ def fake_gpu(monkeypatch, tmp_path):
 
 
 def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
-    shapes = ((64, 256, 64), (16, 512, 128))
+    shapes = ((2048, 2048, 64), (16, 512, 128))
     result = bench.run_gemm_bench(GemmConfig(), dtypes=("bfloat16", "float8_e4m3fn"), shapes=shapes, runs=4,
                                   warmups=1)
     assert [p.verified for p in result.points] == [True] * 4
@@ -153,15 +153,17 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25)
     assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
     lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
-    assert {tuple(sorted(f)) for f in lines} == {("bench", "cublas_tflops", "dtype", "k", "m", "n", "ratio",
-                                                  "tflops")}
+    assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "k", "m", "n",
+                                                  "ratio", "tflops")}
+    # every line names the configuration that ran: for_problem's choice for the skinny 16 x 512 (swapped A and B)
+    assert [("swapped A and B" in f["config"]) for f in lines] == [False, True] * 2
     assert [f["dtype"] for f in lines] == ["bfloat16"] * 2 + ["float8_e4m3fn"] * 2
-    assert lines[0]["tflops"] == round(2 * 64 * 256 * 64 / 0.8e-3 / 1e12, 1)
+    assert lines[0]["tflops"] == round(2 * 2048 * 2048 * 64 / 0.8e-3 / 1e12, 1)
     csv = result.csv_text().splitlines()
     assert len(csv) == 5 and csv[0].startswith("dtype,m,n,k")
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in result.markdown("drvtma bench gemm").splitlines()
              if line.startswith("| ")]  # the Markdown table (tabulate pads its columns)
-    assert ["bfloat16", "64", "256", "64"] in [row[:4] for row in cells]
+    assert ["bfloat16", "2048", "2048", "64"] in [row[:4] for row in cells]
     assert "fake cuBLAS" in result.text()
 
 
@@ -250,10 +252,16 @@ def test_profile_build_compiles_with_its_counters_and_the_plain_one_without():
         assert not any(op.startswith(("LDL", "STL")) for op in profiled)
 
 
-def test_skinny_problems_get_the_small_tile_and_the_point_names_it(fake_gpu):
+def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake_gpu):
     big = GemmConfig()
-    small = big.for_problem(16, 8192, 132)
-    assert (small.bm, small.bn, small.consumers, small.stages) == (64, 128, 1, 8) and small.check() is small
+    small = big.for_problem(16, 8192, 132)  # C^T = B . A^T: M = 16 is the tile's N, 64 rows of N a tile
+    assert (small.swap_ab, small.bm, small.bn, small.consumers, small.stages) == (True, 64, 16, 1, 8)
+    assert small.check() is small and small.kernel_extents(16, 8192) == (8192, 16)
+    assert [big.for_problem(m, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128, 128,
+                                                                                            256, 256]
+    # a 32-bit C cannot be swapped (its epilogue writes 16-bit rows): the small tile, as many stages as fit
+    wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 132)
+    assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages) == (False, 64, 128, 1, 8)
     assert big.for_problem(4096, 4096, 132) is big and small.for_problem(16, 8192, 132) is small
     assert big.for_problem(8192, 8192, 132) == big.with_(streamk=True)  # 15.5 waves: stream-K for the last one
     assert big.for_problem(8448, 8192, 132) is big  # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
@@ -316,6 +324,7 @@ def test_bound_gemm_keeps_its_launch_arguments_until_they_change():
     op = BoundGemm.__new__(BoundGemm)
     op.gemm, op.kernel, op.maps = SimpleNamespace(config=GemmConfig()), kernel, ("ma", "mb", "mc")
     op.m, op.n, op.k, op.alpha, op.status, op.grid = 128, 256, 64, 1.0, "status", 132
+    op.kernel_mn = (128, 256)
     op.profile = op.workspace = op.flags = None
     op.epoch, op.cluster, op._args = 0, None, None
     op.launch()

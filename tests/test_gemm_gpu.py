@@ -27,7 +27,7 @@ from drvtma.gemm.launch import Gemm
 from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
 from drvtma.runtime.figures import record_test as record
 
-from edge_timeouts import GEMM_SCRIPT, given_up_waits, run_edge_child
+from edge_timeouts import EDGE_DEFINES, GEMM_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma", "setmaxnreg")]
 
@@ -95,11 +95,12 @@ def test_every_claim_configuration_is_exact(ctx, name):
         _check_exact(gemm, m, n, k, rng)
 
 
-@pytest.mark.parametrize("cluster_m", [1, 2])
-def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m):
+@pytest.mark.parametrize("cluster_m, pingpong", [(1, False), (2, False), (1, True)])
+def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, pingpong):
     """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves (with a
-    cluster, both CTAs of each pair reach the closing cluster barrier)."""
-    cfg = GemmConfig(cluster_m=cluster_m)
+    cluster, both CTAs of each pair reach the closing cluster barrier; ping-pong: the warpgroup waiting for its
+    turn runs out too)."""
+    cfg = GemmConfig(cluster_m=cluster_m, pingpong=pingpong, bn=128 if pingpong else 256)
     gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
     a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 128)
     with pytest.raises(BarrierTimeout) as exc:
@@ -107,10 +108,11 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m):
     first = exc.value.waits[0]
     assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
     assert "full barrier" in str(exc.value)
-    record("gemm_timeout", cluster_m=cluster_m, count=exc.value.count, first=str(first))
+    record("gemm_timeout", cluster_m=cluster_m, pingpong=pingpong, count=exc.value.count, first=str(first))
 
 
-EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True}}
+EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True},
+                "ping-pong": {"pingpong": True, "bn": 128}}
 
 
 @pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
@@ -124,6 +126,48 @@ def test_a_consumer_timeout_at_the_edge_takes_the_whole_warpgroup_out(ctx, name)
     assert all(w["where"] == 1 and w["stage"] == 0 and w["thread"] >= 128 for w in waits), result
     assert "full barrier" in result["message"] and "consumer waits for a full stage" in result["message"], result
     record("gemm_edge_timeout", config=name, count=result["count"], first=waits[0])
+
+
+# Ping-pong and swapped operands on shapes where both warpgroups take several tiles of a CTA and K is deeper than the
+# ring (a warpgroup that skipped the other's tile would wait two phases ahead without its turn), small and ragged.
+SCHEDULES = {
+    "ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6),
+    "ping-pong 128x128 inflight 1 f16->f32": GemmConfig(pingpong=True, bn=128, stages=5, inflight=1,
+                                                         dtype="float16", out_dtype="float32"),
+    "ping-pong 64x256 e4m3": GemmConfig(pingpong=True, bm=64, bn=256, dtype="float8_e4m3fn"),
+    "ping-pong 256x64 inflight 1": GemmConfig(pingpong=True, bm=256, bn=64, inflight=1),
+    "ping-pong cluster 2": GemmConfig(pingpong=True, bn=128, stages=6, cluster_m=2),
+    "swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
+    "swapped 128x32 f16": GemmConfig(swap_ab=True, bn=32, stages=8, dtype="float16", out_dtype="float16"),
+    "swapped 64x64 e4m3": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, stages=8, dtype="float8_e4m3fn"),
+    "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
+    "swapped 64x256": GemmConfig(swap_ab=True, bm=64, bn=256, consumers=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_pingpong_and_swapped_configurations_are_exact(ctx, name):
+    gemm = Gemm(SCHEDULES[name])
+    rng = np.random.default_rng(SEED + 2)
+    for m, n, k in ((2176, 2056, 1024), (300, 776, 208), (16, 520, 256), (1, 8, 16), (1100, 2104, 1040)):
+        _check_exact(gemm, m, n, k, rng)
+    record("gemm_exact", config=gemm.config.label(), shapes=5)
+
+
+def test_a_pingpong_turn_that_times_out_takes_both_warpgroups_out(ctx):
+    """Ping-pong: warp 1 of the warpgroup whose turn came gives up on the turn barrier (DRVTMA_TEST_GIVE_UP_BARRIER),
+    the vote takes its warpgroup out, and the other warpgroup then waits for a turn that never comes, bounded:
+    BarrierTimeout naming the turn barrier (in a child process: a regression is the child's timeout, not a hang).
+    1536 x 1536: 144 tiles of 128 x 128 on 132 CTAs, so some CTAs give both warpgroups a tile."""
+    defines = {**EDGE_DEFINES, "DRVTMA_TEST_GIVE_UP_BARRIER": 4}
+    result = run_edge_child(GEMM_SCRIPT, json.dumps({"pingpong": True, "bn": 128, "stages": 6}),
+                            json.dumps([1536, 1536, 256]), defines=defines)
+    assert result["raised"] == "BarrierTimeout", result
+    waits = result["waits"]
+    assert any(w["barrier"] == 4 and w["where"] == 4 and (w["thread"] // 32) % 4 == 1 for w in waits), result
+    assert {w["barrier"] for w in waits} <= {1, 4}, result  # turns, and producers left with stages nobody freed
+    assert "ping-pong turn barrier" in result["message"], result
+    record("gemm_turn_timeout", count=result["count"], first=waits[0])
 
 
 def test_a_partial_sum_that_never_comes_ends_in_barrier_timeout(ctx):

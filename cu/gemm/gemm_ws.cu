@@ -15,6 +15,14 @@
 // warp arrives on the empty barrier of every CTA of the pair), and every CTA's full barrier counts the bytes both
 // halves land in it (the same GEMM_TX_BYTES as without the cluster).
 //
+// GEMM_PINGPONG = 1: the two consumer warpgroups take the CTA's tiles in turn, each a whole tile (BM rows), so one
+// runs its epilogue while the other's main loop keeps the tensor cores busy. A warpgroup passes the stages of the
+// other's tiles by on the ring, so it could wait on a stage two phases ahead of it, which a parity wait cannot tell
+// from the phase before: it starts a tile only when the other has passed every full wait of the tile before (a
+// turn barrier each, one arrival per tile, waited with the same bounded group wait as the stages).
+// GEMM_SWAP_AB = 1 (16-bit C): the host passes B as A and A as B (C^T = B . A^T, for a small M that becomes wgmma's
+// N); the epilogue writes the transposed tile, so C keeps its row-major layout.
+//
 // GEMM_STREAMK = 1: the last, partial wave of tiles is split into runs of k-blocks over all CTAs (StreamK below).
 // GEMM_PROFILE = 1: per-CTA cycle counters (Stopwatch below; drvtma.gemm.profile reads them).
 //
@@ -32,7 +40,14 @@
 constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK;
 constexpr int STAGES = GEMM_STAGES, CONSUMERS = GEMM_CONSUMERS;
 constexpr int THREADS = 128 * (1 + CONSUMERS);
-constexpr int WG_ROWS = BM / CONSUMERS;   // rows of the tile one consumer warpgroup owns
+#ifndef GEMM_PINGPONG
+#define GEMM_PINGPONG 0
+#endif
+#ifndef GEMM_SWAP_AB
+#define GEMM_SWAP_AB 0
+#endif
+constexpr int TILE_WGS = GEMM_PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups that share one tile
+constexpr int WG_ROWS = BM / TILE_WGS;    // rows of the tile one consumer warpgroup owns
 constexpr int M_ATOMS = WG_ROWS / 64;     // m64 wgmmas per k-step per warpgroup
 constexpr int ND = BN / 2;                // accumulator registers per m64 atom
 constexpr int PANELS = GEMM_PANELS;       // TMA boxes per operand per stage (one per swizzle span of K)
@@ -45,7 +60,10 @@ constexpr int EPI_COLS = 128 / OUT_BYTES; // one 128-byte swizzle row of C per s
 constexpr u32 EPI_BUF_BYTES = 64 * 128;
 static_assert(WG_ROWS % 64 == 0 && M_ATOMS >= 1, "each consumer warpgroup owns whole m64 atoms");
 static_assert(STAGE_BYTES % 1024 == 0 && A_BYTES % 1024 == 0, "stages keep the 1024-B swizzle phase");
-static_assert(BN % EPI_COLS == 0, "the epilogue stores whole 128-byte panels");
+// swapped: a staging buffer holds EPI_ROWS rows of C (columns of the kernel's tile) x 64 columns of C (128 B)
+constexpr int EPI_ROWS = BN < 64 ? BN : 64;
+static_assert(GEMM_SWAP_AB ? (OUT_BYTES == 2 && BN % EPI_ROWS == 0) : BN % EPI_COLS == 0,
+              "the epilogue stores whole 128-byte panels");
 
 #ifndef GEMM_CLUSTER_M
 #define GEMM_CLUSTER_M 1
@@ -58,8 +76,8 @@ static_assert(CLUSTER == 1 || CLUSTER == 2, "pairs along M, or no cluster");
 static_assert(B_PART_ROWS % 8 == 0, "each multicast slice starts on a swizzle-pattern boundary (8 rows)");
 
 // Barrier ids and call sites in DrvtmaStatus (drvtma.gemm.launch names them).
-constexpr u32 kBarFull = 0, kBarEmpty = 1;
-constexpr u32 kSiteConsumer = 1, kSiteProducer = 2;
+constexpr u32 kBarFull = 0, kBarEmpty = 1, kBarTurn = 4;
+constexpr u32 kSiteConsumer = 1, kSiteProducer = 2, kSiteTurn = 4;
 
 #define GEMM_CAT_(a, b) a##b
 #define GEMM_CAT(a, b) GEMM_CAT_(a, b)
@@ -236,6 +254,21 @@ __device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi
 #endif
 }
 
+// The byte of a 128B-swizzled staging buffer (rows of 128 B) that holds byte `byte` of row `row`.
+__device__ __forceinline__ u32 staged_at(int row, u32 byte) {
+    return row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
+}
+// One output in the output type (the swapped epilogue's transposed writes; 16-bit outputs only).
+__device__ __forceinline__ void store_one(unsigned char* at, float v) {
+    unsigned short h;
+#if GEMM_OUT == 0
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#endif
+    *reinterpret_cast<unsigned short*>(at) = h;
+}
+
 // ---- GEMM_CONV = 1: an implicit-GEMM forward convolution, NHWC activations [N, H, W, C] through an im2col map (A),
 // the filter [K, R, S, C] as a plain [K, R*S*C] operand (B), the output [N*P*Q, K] (C). Row m of A is output pixel
 // (n, p, q); k-block kb is filter tap (r, s) = divmod(kb / CONV_C_BLOCKS, S) and channels c0 .. c0 + BK of it. One
@@ -369,11 +402,12 @@ __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* w
     return true;
 }
 
-__device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty,
+__device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty, u64* turns,
                                         const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
                                         int K, float alpha, DrvtmaStatus* status, u64* profile,
                                         float* workspace, u32* flags, u32 epoch) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
+    const int slot = GEMM_PINGPONG ? 0 : cw;  // which WG_ROWS rows of its tiles the warpgroup computes
     const int t = threadIdx.x % 128, w = t / 32, g = (t % 32) / 4, c = t % 4;
     const bool store_issuer = t == 0;
     // Descriptors of warpgroup 0's atoms at stage 0 (start relative to the stage); warpgroup cw reads
@@ -397,7 +431,22 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     // 13.0's ptxas spilled that word in the mma.sync consumers (168 registers: 128 accumulators, 20 fragments)
     const int kblocks = (K + BK - 1) / BK;
     const StreamK sk(rows * tiles_n, kblocks);
+#if GEMM_PINGPONG
+    u32 turn = 0, turns_waited = 0;  // the CTA's tiles so far; this warpgroup's waits for its turn
+#endif
     for_each_run(sk, [&](int tile, int kb0, int kb1) {
+#if GEMM_PINGPONG
+        const u32 mine = turn++;
+        if ((mine & 1u) != (u32)cw) {  // the other warpgroup's tile: its stages pass by on the ring
+            rc.advance_by(kb1 - kb0, STAGES);
+#if GEMM_PROFILE
+            ++tiles_done;  // the profile counts the CTA's tiles, both warpgroups'
+#endif
+            return true;
+        }
+        if (mine > 0 && !mbar_wait_group(&turns[cw], turns_waited++ & 1u, status, kBarTurn, cw, kSiteTurn, 1 + cw, 128))
+            return false;
+#endif
         int tm, tn;
         walk_coords(tile, rows, tiles_n, tm, tn);
         int previous = -1;
@@ -409,8 +458,11 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             ok = mbar_wait_group(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer, 1 + cw, 128);
             if (!ok) break;
             full_wait.stop();
+#if GEMM_PINGPONG
+            if (kb == kb1 - 1 && t == 0) mbar_arrive(&turns[cw ^ 1]);  // every full wait of the tile passed
+#endif
             const u32 stage_base = smem_u32(ring) + rc.stage * STAGE_BYTES;
-            const u32 a_base = stage_base + cw * GEMM_A_WG_BYTES;
+            const u32 a_base = stage_base + slot * GEMM_A_WG_BYTES;
 #if GEMM_MMA_SYNC
             // lane l feeds row l & 7 of 8x8 matrix l >> 3: A matrices (rows 0-7 | 8-15) x (K bytes 0-15 | 16-31),
             // B matrices (K bytes 0-15 | 16-31) x (n 0-7 | 8-15)
@@ -486,32 +538,44 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             return false;
 #endif
 
-        // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile.
+        // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile
+        // (swapped: 64 rows x EPI_ROWS columns of the tile, written transposed, are EPI_ROWS rows of C).
         epilogue.start();
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a) {
-            const int row0 = tm * BM + cw * WG_ROWS + a * 64;
+            const int row0 = tm * BM + slot * WG_ROWS + a * 64;
             if (row0 >= M) break;  // warpgroup-uniform: the rows are past the end, nothing to store
 #pragma unroll
-            for (int p = 0; p < BN / EPI_COLS; ++p) {
-                const int col0 = tn * BN + p * EPI_COLS;
+            for (int p = 0; p < BN / (GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS); ++p) {
+                const int col0 = tn * BN + p * (GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS);
                 if (col0 >= N) break;
                 unsigned char* buf = my_staging + (stores & 1u) * EPI_BUF_BYTES;
                 if (store_issuer) bulk_wait_read<1>();  // the store that last read this buffer is done with it
                 warpgroup_bar(1 + cw);
 #pragma unroll
                 for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
+                    const int row = acc_row(i, w, g);
+#if GEMM_SWAP_AB
+                    const int block = acc_col_block(i, w) - p * EPI_ROWS;  // compile-time for wgmma
+                    if (block < 0 || block >= EPI_ROWS) continue;
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile is row `out` of the staged C
+                        store_one(buf + staged_at(block + 2 * c + e, row * OUT_BYTES), acc[a][i + e] * alpha);
+#else
                     const int block = acc_col_block(i, w) - p * EPI_COLS;  // compile-time for wgmma
                     if (block < 0 || block >= EPI_COLS) continue;
-                    const int row = acc_row(i, w, g);
-                    const u32 byte = (block + 2 * c) * OUT_BYTES;
-                    const u32 at = row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15));
-                    store_pair(buf + at, acc[a][i] * alpha, acc[a][i + 1] * alpha);
+                    store_pair(buf + staged_at(row, (block + 2 * c) * OUT_BYTES), acc[a][i] * alpha,
+                               acc[a][i + 1] * alpha);
+#endif
                 }
                 fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
                 warpgroup_bar(1 + cw);
                 if (store_issuer) {
+#if GEMM_SWAP_AB
+                    tma_store_2d(map_c, buf, row0, col0);  // the tile's rows are C's columns
+#else
                     tma_store_2d(map_c, buf, col0, row0);
+#endif
                     bulk_commit();
                 }
                 ++stores;
@@ -540,7 +604,7 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
         const __grid_constant__ CUtensorMap map_c, int M, int N, int K, float alpha, DrvtmaStatus* status,
         u64* profile, float* workspace, u32* flags, u32 epoch) {
     extern __shared__ unsigned char smem_raw[];
-    __shared__ u64 full[STAGES], empty[STAGES];
+    __shared__ u64 full[STAGES], empty[STAGES], turns[2];  // turns: GEMM_PINGPONG's, one per consumer warpgroup
     unsigned char* ring = align_smem_1024(smem_raw);
     unsigned char* staging = ring + STAGES * STAGE_BYTES;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -548,9 +612,9 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #if GEMM_CLUSTER_M > 1
     // every consumer warp of both CTAs releases each stage; the cluster barrier inside makes the barriers of
     // each CTA visible to the peer before any multicast or remote arrival reaches them
-    init_cluster_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS * CLUSTER});
+    init_cluster_barriers({full, STAGES, 1}, {empty, STAGES, 4 * TILE_WGS * CLUSTER}, {turns, 2, 1});
 #else
-    init_block_barriers({full, STAGES, 1}, {empty, STAGES, 4 * CONSUMERS});
+    init_block_barriers({full, STAGES, 1}, {empty, STAGES, 4 * TILE_WGS}, {turns, 2, 1});
 #endif
     if (threadIdx.x < 128) {
 #if GEMM_PRODUCER_REGS
@@ -562,7 +626,7 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, &map_c, M, N, rows, tiles_n, K, alpha, status, profile, workspace,
+        consume(ring, staging, full, empty, turns, &map_c, M, N, rows, tiles_n, K, alpha, status, profile, workspace,
                 flags, epoch);
     }
 #if GEMM_CLUSTER_M > 1

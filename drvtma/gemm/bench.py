@@ -26,8 +26,9 @@ from .reference import random_operands, value_dtype
 
 # Square shapes, LLM-like ones, a skinny M, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
 # 4096^3's 512 leave 16 SMs idle in the last one, so the pair measures what tile quantization costs at 4096^3.
+# Skinny M (decode-like: 16, 64, 128 rows) and a short K (8192 x 8192 x 1024: the epilogue weighs most).
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
-          (8192, 4096, 8192), (16, 8192, 8192))
+          (8192, 4096, 8192), (8192, 8192, 1024), (16, 8192, 8192), (64, 4096, 4096), (128, 8192, 8192))
 DTYPES = ("bfloat16",)
 # |drvtma - cuBLAS| <= RTOL |cuBLAS| + ATOL max|cuBLAS|: both accumulate in fp32 and round once to the output,
 # so they differ by output roundings (2^-8 relative for bf16, either side) and fp32 summation order.
@@ -74,6 +75,7 @@ class GemmPoint:
     smi_after: dict = field(default_factory=dict)
     note: str = ""
     config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
+    ran: str = ""  # the configuration that ran, always
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -85,7 +87,7 @@ class GemmPoint:
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3)}
+                "ratio": round(self.ratio, 3), "config": self.ran}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:
@@ -171,6 +173,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
                 gemm = gemms[cfg]
                 p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
                                 alpha=alpha)
+                p.ran = cfg.label()
                 if cfg != base:
                     p.config = cfg.label()
                 points.append(p)

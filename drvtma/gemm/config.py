@@ -12,6 +12,8 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak");
 - streamk: the tiles of the last, partial wave cut into equal runs of k-blocks over all SMs (fp32 partial sums
   through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
+- pingpong: the two consumer warpgroups take whole tiles in turn (CUTLASS's ping-pong schedule), so one's
+  epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class GemmConfig:
     cluster_m: int = 1
     mma: str = "wgmma"
     streamk: bool = False
+    pingpong: bool = False
+    swap_ab: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -100,7 +104,7 @@ class GemmConfig:
             value = getattr(self, name)
             if not (name == "bk" and value is None):
                 object.__setattr__(self, name, as_int(value, name, error=GemmError, rule="type"))
-        for name in ("setmaxnreg", "persistent", "streamk"):
+        for name in ("setmaxnreg", "persistent", "streamk", "pingpong", "swap_ab"):
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):
                 raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
@@ -145,8 +149,13 @@ class GemmConfig:
         return self.k_tile // self.panel_elems
 
     @property
+    def tile_wgs(self) -> int:
+        """Consumer warpgroups that share one tile (ping-pong: each has whole tiles of its own)."""
+        return 1 if self.pingpong else self.consumers
+
+    @property
     def wg_rows(self) -> int:
-        return self.bm // self.consumers
+        return self.bm // self.tile_wgs
 
     @property
     def m_atoms(self) -> int:
@@ -173,6 +182,10 @@ class GemmConfig:
     @property
     def tx_bytes(self) -> int:
         return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
+
+    def stages_that_fit(self) -> int:
+        """The deepest ring (at most 8 stages) of this tile that fits in shared memory beside the staging buffers."""
+        return max(1, min(8, (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes))
 
     @property
     def smem_bytes(self) -> int:
@@ -209,15 +222,28 @@ class GemmConfig:
         if self.consumers not in (1, 2):
             yield GemmError("consumers", "consumers", self.consumers, "use 1 or 2 consumer warpgroups")
             return
-        if not (self.bm % (WGMMA_M * self.consumers) == 0 and 0 < self.bm <= MAX_CTA_RANGE):
-            yield GemmError("tile_m", "bm", self.bm,
-                            f"use a multiple of {WGMMA_M * self.consumers} up to 256 (whole m64 atoms per consumer)")
+        if self.pingpong and (self.consumers != 2 or self.mma != "wgmma" or self.streamk or not self.persistent):
+            yield GemmError("pingpong_schedule", "pingpong", self.pingpong,
+                            "use it with consumers=2, mma='wgmma', persistent=True and streamk=False",
+                            "two warpgroups take the tiles of a persistent CTA in turn")
             return
-        ns = [n for n in generated_ns(self.wgmma.name) if n % (128 // self.out_itemsize) == 0]
+        if self.swap_ab and self.out_itemsize != 2:
+            yield GemmError("swap_ab_output", "out_dtype", self.out_dtype, "use bfloat16 or float16 C with swap_ab",
+                            "the swapped epilogue writes C's rows as 128-byte panels of 16-bit values")
+            return
+        if not (self.bm % (WGMMA_M * self.tile_wgs) == 0 and 0 < self.bm <= MAX_CTA_RANGE):
+            yield GemmError("tile_m", "bm", self.bm,
+                            f"use a multiple of {WGMMA_M * self.tile_wgs} up to 256 (whole m64 atoms per consumer)")
+            return
+        if self.swap_ab:  # the tile's columns are C's rows: whole 64-row panels, or one panel of fewer
+            ns = [n for n in generated_ns(self.wgmma.name) if n % 64 == 0 or n < 64]
+            why = "the swapped epilogue stores 64 of C's rows at a time, or all of a narrower tile's"
+        else:
+            ns = [n for n in generated_ns(self.wgmma.name) if n % (128 // self.out_itemsize) == 0]
+            why = f"the epilogue stores whole {128 // self.out_itemsize}-column panels"
         if self.bn not in ns:
             yield GemmError("tile_n", "bn", self.bn, f"use one of {ns}",
-                            "one wgmma covers the tile's N (wgmma_ops.cuh wrappers), the epilogue stores whole "
-                            f"{128 // self.out_itemsize}-column panels")
+                            f"one wgmma covers the tile's N (wgmma_ops.cuh wrappers), {why}")
             return
         if self.k_tile <= 0 or self.k_tile % self.panel_elems or (self.k_tile * self.itemsize) % 32:
             yield GemmError("tile_k", "bk", self.k_tile,
@@ -239,8 +265,8 @@ class GemmConfig:
         if not 1 <= self.stages <= 8:
             yield GemmError("stages", "stages", self.stages, "use 1..8")
         if self.smem_bytes > SMEM_LIMIT:
-            fit = (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes
-            yield GemmError("smem_capacity", "stages", self.stages, f"use at most {fit} stages of this tile",
+            yield GemmError("smem_capacity", "stages", self.stages,
+                            f"use at most {self.stages_that_fit()} stages of this tile",
                             f"{self.smem_bytes} B of shared memory > {SMEM_LIMIT} B")
         if self.setmaxnreg:
             for name in ("producer_regs", "consumer_regs"):
@@ -284,7 +310,7 @@ class GemmConfig:
 
         desc_a = [d for atom in range(self.m_atoms) for d in a_steps(atom * WGMMA_M * pitch)]
         wg_bytes = self.wg_rows * pitch
-        for cw in range(1, self.consumers):
+        for cw in range(1, self.tile_wgs):
             moved = [d for atom in range(self.m_atoms) for d in a_steps(cw * wg_bytes + atom * WGMMA_M * pitch)]
             if moved != [d.advanced(cw * wg_bytes) for d in desc_a]:
                 raise GemmError("consumer_offset", "bm", self.bm, f"use a bm whose {self.consumers} consumer "
@@ -311,10 +337,14 @@ class GemmConfig:
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
-            "GEMM_STREAMK": int(self.streamk),
+            "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
         }
 
     # ---- launch shape
+    def kernel_extents(self, m: int, n: int) -> tuple[int, int]:
+        """The (M, N) the kernel computes for C [m, n]: swapped, C^T's."""
+        return (n, m) if self.swap_ab else (m, n)
+
     def tiles(self, m: int, n: int) -> int:
         return math.ceil(m / self.bm) * math.ceil(n / self.bn)
 
@@ -331,10 +361,14 @@ class GemmConfig:
         return clusters * self.cluster_m
 
     def for_problem(self, m: int, n: int, sm_count: int) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (docs/results/gemm-claims.md):
-        - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): the small
-          tile, 64 x 128, one consumer, as many stages as fit (up to 8), so twice as many SMs stream B (0.54x
-          cuBLAS at 16x8192x8192 with the big tile, 0.86-0.91x small);
+        """The configuration to run this problem with, measured on the H200 (docs/results/gemm-claims.md,
+        docs/gemm.md):
+        - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit
+          C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and N is cut in
+          64-row tiles, one consumer, as many stages as fit: 16 x 8192 x 8192 bf16 0.96x cuBLAS, against 0.68x
+          for the small tile in the same run; else the small tile, 64 x 128, one consumer, as many stages as fit
+          (up to 8), so twice as many SMs stream B (0.54x cuBLAS at 16x8192x8192 with the big tile, 0.86-0.91x
+          small);
         - at least 8 waves of tiles with a partial last one (8192^3: 2048 tiles on 132 SMs): stream-K for the last
           wave (1.05x against 0.93x in one run; at 4096^3's 3.9 waves the split costs more than the tail: 0.95x
           against 0.99x);
@@ -345,11 +379,12 @@ class GemmConfig:
         if (self.persistent and self.cluster_m == 1 and not self.streamk and tiles >= 8 * sm_count
                 and tiles % sm_count):
             return self.with_(streamk=True)
-        if tiles * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1):
+        if tiles * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1) or self.swap_ab:
             return self
-        small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1)
-        fit = (SMEM_LIMIT - ALIGN_SLACK - 2 * EPI_BUF_BYTES) // small.stage_bytes
-        return small.with_(stages=max(1, min(8, fit)))
+        small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False)
+        if self.out_itemsize == 2 and m <= MAX_CTA_RANGE:
+            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m))
+        return small.with_(stages=small.stages_that_fit())
 
     @property
     def cluster(self) -> tuple[int, int, int] | None:
@@ -363,7 +398,8 @@ class GemmConfig:
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
-                + (", stream-K last wave" if self.streamk else ""))
+                + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
+                + (", swapped A and B" if self.swap_ab else ""))
 
 
 # The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,

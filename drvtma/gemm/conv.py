@@ -75,8 +75,8 @@ class ConvShape:
         if config.dtype not in CONV_DTYPES:
             raise GemmError("conv_dtype", "dtype", config.dtype, f"use {' or '.join(CONV_DTYPES)}",
                             "the convolution's k-blocks are 64 channels of a 16-bit type")
-        if config.mma != "wgmma" or config.cluster_m != 1:
-            raise GemmError("conv_config", "config", config.label(), "use the wgmma path without a cluster",
+        if config.mma != "wgmma" or config.cluster_m != 1 or config.swap_ab:
+            raise GemmError("conv_config", "config", config.label(), "use the wgmma path without a cluster or swapped operands",
                             "the convolution is built on the persistent wgmma GEMM only")
         if self.c % config.k_tile:
             raise GemmError("conv_channels", "c", self.c, f"use a multiple of {config.k_tile} input channels",
@@ -102,6 +102,14 @@ class ConvShape:
         from ..tma.im2col_spec import conv_corners
 
         return conv_corners((self.r, self.s), self.pad, self.dilation)
+
+    def default_config(self, dtype: str = "bfloat16") -> GemmConfig:
+        """What Conv2d runs without a configuration (measured on the H200 against cuDNN, docs/im2col.md): ping-pong
+        warpgroups with one wgmma group in flight, the narrowest tile N that covers the output channels (64, 128,
+        else 256), as many tile rows as 128 accumulators a thread allow, as many stages as fit."""
+        bn = 64 if self.k <= 64 else 128 if self.k <= 128 else 256
+        base = GemmConfig(dtype=dtype, bm=128 * 128 // bn, bn=bn, pingpong=True, inflight=1)
+        return base.with_(stages=base.stages_that_fit())
 
     def defines(self, config: GemmConfig) -> dict:
         return {"GEMM_CONV": 1, "CONV_P": self.p, "CONV_Q": self.q, "CONV_S": self.s,
@@ -181,6 +189,8 @@ class Conv2d:
     def __init__(self, shape: ConvShape, config: GemmConfig | None = None):
         from .launch import Gemm
 
+        if config is None and isinstance(shape, ConvShape):
+            config = shape.default_config()
         self.gemm = Gemm(config, conv=shape)  # the configuration and the shape checked there
         self.shape = self.gemm.conv
 

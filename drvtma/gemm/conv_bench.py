@@ -61,8 +61,9 @@ def _torch_ms(torch, fn, runs: int, warmups: int) -> float:
     return float(np.median(times))
 
 
-def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int = 0) -> ConvRow:
-    """One layer: random bf16 operands, drvtma's output against cuDNN's, then both timed."""
+def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int = 0, config=None) -> ConvRow:
+    """One layer: random bf16 operands, drvtma's output against cuDNN's, then both timed (`config`: the GEMM's
+    configuration, default Conv2d's choice for the shape)."""
     import torch
 
     from ..runtime.driver import DeviceBuffer
@@ -74,7 +75,7 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
     bf16 = value_dtype("bfloat16")
     x = rng.standard_normal((shape.n, shape.h, shape.w, shape.c)).astype(bf16)
     w = (rng.standard_normal((shape.k, shape.r, shape.s, shape.c)) / np.sqrt(shape.r * shape.s * shape.c)).astype(bf16)
-    conv = Conv2d(shape)
+    conv = Conv2d(shape, config)
     y_bytes = shape.n * shape.p * shape.q * shape.k * 2
     tx = torch.from_numpy(x.astype(np.float32)).to("cuda", torch.bfloat16).permute(0, 3, 1, 2)
     tw = torch.from_numpy(w.astype(np.float32)).to("cuda", torch.bfloat16).permute(0, 3, 1, 2)

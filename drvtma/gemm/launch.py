@@ -22,9 +22,10 @@ from ..runtime.driver import Resource
 from ..tma.spec import Swizzle, TensorMapSpec
 
 POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
-BARRIERS = {0: "full", 1: "empty", 2: "stream-K partial-sum flag"}  # flag: "stage" is the CTA whose slot
+# flag: "stage" is the CTA whose slot; turn: "stage" is the ping-pong warpgroup that waits
+BARRIERS = {0: "full", 1: "empty", 2: "stream-K partial-sum flag", 4: "ping-pong turn"}
 SITES = {1: "consumer waits for a full stage", 2: "producer waits for an empty stage",
-         3: "tile owner waits for another CTA's partial sums"}
+         3: "tile owner waits for another CTA's partial sums", 4: "consumer waits for its ping-pong turn"}
 _EIATTR_FRAME_SIZE, _EIATTR_REGCOUNT = 0x11, 0x2F
 
 
@@ -76,17 +77,20 @@ def compile_gemm(config: GemmConfig) -> bytes:
 
 
 def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: int, c_addr: int):
-    """Tensor maps of A [m, k], B [n, k] (boxes of one K panel, the configured swizzle, zero fill past the edges)
-    and C [m, n] (64 rows x 128 B, 128B swizzle: the epilogue's staging layout; stores clip at the edges)."""
+    """Tensor maps of the kernel's A and B (boxes of one K panel, the configured swizzle, zero fill past the
+    edges): A [m, k] and B [n, k], or swapped B as A and A as B; and C [m, n] (64 rows x 128 B, 128B swizzle: the
+    epilogue's staging layout, swapped: bn rows when fewer; stores clip at the edges)."""
     config.check_problem(m, n, k)
     t = config.wgmma.tma_dtype
     sw = config.box_spec("A").swizzle
-    a = TensorMapSpec.create(t, (m, k), (config.bm, config.panel_elems), swizzle=sw, base_address=a_addr)
+    (km, ka), (kn, kb) = ((n, b_addr), (m, a_addr)) if config.swap_ab else ((m, a_addr), (n, b_addr))
+    a = TensorMapSpec.create(t, (km, k), (config.bm, config.panel_elems), swizzle=sw, base_address=ka)
     # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
-    b = TensorMapSpec.create(t, (n, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
-                             base_address=b_addr)
+    b = TensorMapSpec.create(t, (kn, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
+                             base_address=kb)
     cols = 128 // config.out_itemsize
-    c = TensorMapSpec.create(config.out_dtype, (m, n), (64, cols), swizzle=Swizzle.B128, base_address=c_addr)
+    rows = min(config.bn, 64) if config.swap_ab else 64
+    c = TensorMapSpec.create(config.out_dtype, (m, n), (rows, cols), swizzle=Swizzle.B128, base_address=c_addr)
     return a, b, c
 
 
@@ -152,6 +156,8 @@ class BoundGemm(Resource):
         cfg = gemm.config
         self.gemm, self.c, self.m, self.n, self.k, self.alpha = gemm, c, m, n, k, float(alpha)
         sa, sb, sc = map_specs(cfg, m, n, k, a.ptr, b.ptr, c.ptr)
+        if cfg.swap_ab:  # the kernel's A is B and its B is A
+            a, b = b, a
         if gemm.conv is not None:  # A: the convolution's input [N, H, W, C] through its im2col map
             from ..tma.im2col_encode import encode_im2col
 
@@ -160,7 +166,8 @@ class BoundGemm(Resource):
             map_a = encode_tiled(sa, a)
         self.maps = (map_a, encode_tiled(sb, b), encode_tiled(sc, c))
         self.status = StatusBuffer()
-        self.grid = cfg.grid(m, n, device_properties().sm_count)
+        self.kernel_mn = cfg.kernel_extents(m, n)
+        self.grid = cfg.grid(*self.kernel_mn, device_properties().sm_count)
         self.kernel = gemm.kernel
         self.profile = None  # grid x 8 u64 counters of a GEMM_PROFILE=1 build: attach_profile
         self.cluster = cfg.cluster
@@ -186,7 +193,7 @@ class BoundGemm(Resource):
             self._args = None
         if self._args is None:
             optional = tuple(0 if b is None else b for b in (self.profile, self.workspace, self.flags))
-            self._args = (*self.maps, self.m, self.n, self.k, self.alpha, self.status, *optional,
+            self._args = (*self.maps, *self.kernel_mn, self.k, self.alpha, self.status, *optional,
                           np.uint32(self.epoch))
         cfg = self.gemm.config
         self.kernel.launch(*self._args, grid=self.grid, block=cfg.threads, shared_mem=cfg.smem_bytes, stream=stream,

@@ -94,7 +94,7 @@ def profile_gemm(config: GemmConfig, m: int, n: int, k: int, *, rng=None, runs: 
             op.run_checked()
         per_cta = counters.download(np.uint64, (op.grid, len(SLOTS)))
     result = RingProfile(config, m, n, k, per_cta)
-    expected = config.cluster_tiles(m, n) * config.cluster_m
+    expected = config.cluster_tiles(*config.kernel_extents(m, n)) * config.cluster_m
     if int(result.column("tiles").sum()) != expected:  # every CTA wrote its counters, each tile counted once
         raise RuntimeError(f"profile counted {int(result.column('tiles').sum())} tiles, the problem has {expected}")
     return result

@@ -106,8 +106,9 @@ DRVTMA_MBAR_PARITY_POLL(mbar_test_parity, "test_wait.parity.acquire.cluster")
 // Thread 0 initialises the barriers and runs fence.mbarrier_init.release.cluster (mbar_fence_init); the cluster
 // barrier after it makes every CTA's barriers visible to every peer and to multicasts issued after it. Every thread
 // of every CTA of the cluster must call it.
-__device__ __forceinline__ void init_cluster_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
-    if (threadIdx.x == 0) init_barrier_runs(a, b);
+__device__ __forceinline__ void init_cluster_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0},
+                                                      BarrierRun c = BarrierRun{nullptr, 0, 0}) {
+    if (threadIdx.x == 0) init_barrier_runs(a, b, c);
     // A release arrive (not the relaxed one PTX's example uses): whatever the threads wrote before (poison,
     // fenced to the async proxy) must also be ordered before the peers' multicasts into this CTA.
     cluster_sync();

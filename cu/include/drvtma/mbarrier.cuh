@@ -27,16 +27,18 @@ struct BarrierRun {
 
 // Thread 0 only: initialise every barrier of the runs and fence the inits for the copy engine
 // (init_block_barriers and cluster.cuh's init_cluster_barriers add the barrier that publishes them).
-__device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b) {
+__device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b, BarrierRun c = BarrierRun{nullptr, 0, 0}) {
     for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
     for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
+    for (int i = 0; i < c.count; ++i) mbar_init(&c.bars[i], c.arrivals);
     mbar_fence_init();
 }
 
 // Thread 0 initialises the runs; the CTA barrier at the end makes them visible to every thread. Every thread of
 // the block must call it (it ends in __syncthreads).
-__device__ __forceinline__ void init_block_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0}) {
-    if (threadIdx.x == 0) init_barrier_runs(a, b);
+__device__ __forceinline__ void init_block_barriers(BarrierRun a, BarrierRun b = BarrierRun{nullptr, 0, 0},
+                                                    BarrierRun c = BarrierRun{nullptr, 0, 0}) {
+    if (threadIdx.x == 0) init_barrier_runs(a, b, c);
     __syncthreads();
 }
 
@@ -171,5 +173,11 @@ struct RingCursor {
             stage = 0;
             phase ^= 1;
         }
+    }
+    // n stages on at once (a stage passes n / stages + 1 or n / stages times; each full lap flips the phase)
+    __device__ __forceinline__ void advance_by(int n, int stages) {
+        const int s = stage + n;
+        phase ^= (u32)((s / stages) & 1);
+        stage = s % stages;
     }
 };
