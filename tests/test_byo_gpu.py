@@ -1,6 +1,6 @@
 """Your kernel, your toolchain, on a Hopper GPU: a kernel from your own file (found by its relative name, with your
 headers) and a cubin built by nvcc, each loaded by drvtma and launched with a tensor map by value, the tiles
-compared with drvtma's oracle over poisoned output. Not yet run on a GPU.
+compared with drvtma's oracle over poisoned output. Passes on the H200.
 """
 
 import shutil

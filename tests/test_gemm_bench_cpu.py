@@ -154,7 +154,8 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
     lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
     assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "k", "m", "n",
-                                                  "ratio", "tflops")}
+                                                  "ratio", "spread", "tflops")}
+    assert lines[0]["spread"] == {"drvtma": 1.0, "cublas": 1.0}  # the fake times every run alike
     # every line names the configuration that ran: for_problem's choice for the skinny 16 x 512 (swapped A and B)
     assert [("swapped A and B" in f["config"]) for f in lines] == [False, True] * 2
     assert [f["dtype"] for f in lines] == ["bfloat16"] * 2 + ["float8_e4m3fn"] * 2

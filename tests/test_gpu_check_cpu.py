@@ -173,14 +173,15 @@ def test_a_named_only_step_runs_only_when_named():
     """A step marked named_only (not yet run on a GPU, or a long sweep) stays out of the full run; every step of the
     full run has a row in HEAD's committed report. Inside a gpu-check run the check is moot: HEAD's report is the
     one the run replaces, and it predates any step the run's commit adds."""
-    import os
     import subprocess
+
+    from drvtma import settings
 
     full = [s["name"] for s in gpu_check.steps(False, workers=8)]
     everything = gpu_check.steps(False, 8, named_only=True)
     assert full == [s["name"] for s in everything if not s.get("named_only")]
     assert "gemm_claims" not in full and "gemm_claims" in [s["name"] for s in everything]
-    if os.environ.get("DRVTMA_REPORT_JSONL"):
+    if settings.REPORT_JSONL.get():
         pytest.skip("inside a gpu-check run: HEAD's report is the one this run replaces")
     if not (ROOT / ".git").exists():
         pytest.skip("no git history here: the committed report cannot be told from a run rewriting it")

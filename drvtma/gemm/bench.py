@@ -76,6 +76,7 @@ class GemmPoint:
     note: str = ""
     config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
     ran: str = ""  # the configuration that ran, always
+    spread: dict = field(default_factory=dict)  # slowest / fastest run, per side: how much one median can be trusted
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -87,7 +88,7 @@ class GemmPoint:
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.ran}
+                "ratio": round(self.ratio, 3), "config": self.ran, "spread": self.spread}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:
@@ -141,6 +142,7 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
                 samples[name].extend(time_launches(launches[name], runs=half, warmups=warmups, flush=flush).samples)
             point.smi_after = read_smi()
             point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
+            point.spread = {k: round(max(v) / min(v), 3) for k, v in samples.items()}
         finally:
             theirs.release()
     return point

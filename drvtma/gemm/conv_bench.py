@@ -1,11 +1,12 @@
 """`drvtma bench conv`: the implicit-GEMM convolution against cuDNN (torch's conv2d, channels-last bf16) in one
-process, on ResNet-50 layers: each layer's output checked against cuDNN's, then both timed (median of CUDA-event
-timings; drvtma's behind a stream hold, torch's on its own stream)."""
+process, on ResNet-50 layers: each layer's output checked against cuDNN's, then both timed in ABBA halves (drvtma,
+cuDNN, cuDNN, drvtma: clock drift under power hits both alike) on the legacy stream, medians of CUDA-event timings
+(drvtma's behind a stream hold), each side's slowest / fastest run recorded as its spread."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +27,7 @@ class ConvRow:
     ms: float
     cudnn_ms: float
     worst: float  # the largest |drvtma - cuDNN| in tolerances
+    spread: dict = field(default_factory=dict)  # slowest / fastest run, per side
 
     @property
     def tflops(self) -> float:
@@ -44,10 +46,10 @@ class ConvRow:
         return {"bench": "conv", "n": s.n, "h": s.h, "w": s.w, "c": s.c, "k": s.k, "r": s.r, "s": s.s,
                 "stride": s.stride, "pad": s.pad, "tflops": round(self.tflops, 1),
                 "cudnn_tflops": round(self.cudnn_tflops, 1), "ratio": round(self.ratio, 3),
-                "check_in_tolerances": round(self.worst, 3)}
+                "check_in_tolerances": round(self.worst, 3), "spread": self.spread}
 
 
-def _torch_ms(torch, fn, runs: int, warmups: int) -> float:
+def _torch_samples(torch, fn, runs: int, warmups: int) -> list[float]:
     for _ in range(warmups):
         fn()
     times = []
@@ -58,7 +60,7 @@ def _torch_ms(torch, fn, runs: int, warmups: int) -> float:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return float(np.median(times))
+    return times
 
 
 def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int = 0, config=None) -> ConvRow:
@@ -87,9 +89,12 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
         op.run_checked()
         got = dy.download(bf16, (shape.n, shape.p, shape.q, shape.k)).astype(np.float32)
         worst = float((np.abs(got - ref) / (CHECK_TOLERANCE * np.maximum(np.abs(ref), 1.0))).max())
-        ms = time_launches(op.launch, runs=runs, warmups=warmups).median
-    cudnn_ms = _torch_ms(torch, run_cudnn, runs, warmups)
-    return ConvRow(shape, ms, cudnn_ms, worst)
+        samples, half = {"drvtma": [], "cudnn": []}, max(1, runs // 2)
+        for side in ("drvtma", "cudnn", "cudnn", "drvtma"):
+            samples[side] += (time_launches(op.launch, runs=half, warmups=warmups).samples if side == "drvtma"
+                              else _torch_samples(torch, run_cudnn, half, warmups))
+    spread = {k: round(max(v) / min(v), 3) for k, v in samples.items()}
+    return ConvRow(shape, float(np.median(samples["drvtma"])), float(np.median(samples["cudnn"])), worst, spread)
 
 
 def run_conv_bench(layers=LAYERS, *, runs: int = 10, warmups: int = 3, progress=sys.stderr) -> list[ConvRow]:
