@@ -10,7 +10,7 @@ import pytest
 
 import drvtma.gemm.conv as conv
 from drvtma.errors import GemmError
-from drvtma.gemm.config import KERNEL_NAME, KERNEL_SOURCE, GemmConfig
+from drvtma.gemm.config import KERNEL_NAME, KERNEL_SOURCE, SMEM_LIMIT, GemmConfig
 from drvtma.gemm.conv import ConvShape, a_images_match, reference_conv
 
 CFG = GemmConfig()
@@ -89,6 +89,7 @@ def test_output_size_and_gemm_extents():
     (dict(c=48), CFG, "conv_channels"),
     (dict(), CFG.with_(dtype="float8_e4m3fn"), "conv_dtype"),
     (dict(), CFG.with_(cluster_m=2), "conv_config"),
+    (dict(), CFG.with_(swap_ab=True, bn=64), "conv_config"),
     (dict(stride=9), CFG, "conv_stride"),
     (dict(pad=200), CFG, "conv_corners"),
     (dict(dilation=200, h=500, w=500), CFG, "conv_offsets"),
@@ -100,6 +101,20 @@ def test_what_the_map_cannot_express_is_refused_by_name(change, config, rule):
     with pytest.raises(GemmError) as e:
         ConvShape(**fields).check(config)
     assert e.value.rule == rule and e.value.fix
+
+
+@pytest.mark.parametrize("k, tile", [(32, (256, 64)), (64, (256, 64)), (96, (128, 128)), (128, (128, 128)),
+                                     (256, (64, 256)), (512, (64, 256))])
+def test_the_default_configuration_covers_the_output_channels_with_the_narrowest_tile(k, tile):
+    """Ping-pong, one wgmma group in flight, the narrowest N covering K (128 accumulators a thread), the deepest ring
+    that fits; and the shape takes it (a_images_match: its A loads are the im2col matrix's tiles)."""
+    shape = ConvShape(n=2, h=6, w=7, c=64, k=k, r=3, s=3, pad=1)
+    cfg = shape.default_config()
+    assert (cfg.bm, cfg.bn) == tile and cfg.pingpong and cfg.inflight == 1 and cfg.check() is cfg
+    assert cfg.stages == 8 or cfg.with_(stages=cfg.stages + 1).smem_bytes > SMEM_LIMIT  # the deepest that fits
+    assert shape.check(cfg) is shape
+    x = np.random.default_rng(k).integers(-3, 4, (2, 6, 7, 64)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    assert a_images_match(shape, cfg, x) == []
 
 
 @pytest.mark.parametrize("bad", [dict(pad=-1), dict(n=0), dict(stride="2"), dict(r=1.5)])

@@ -51,6 +51,10 @@ CONFIGS = {
     "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
     "stream-K": GemmConfig(streamk=True),
     "stream-K mma.sync": GemmConfig(streamk=True, mma="mma_sync"),
+    "ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6),
+    "ping-pong 64x256 e4m3 inflight 1": GemmConfig(pingpong=True, bm=64, bn=256, dtype="float8_e4m3fn", inflight=1),
+    "swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
+    "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
 }
 
 
@@ -79,7 +83,10 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
         # stages go back to the pair with CTA-scope remote arrives: a cluster-scope release costs a MEMBAR.ALL.GPU
         # each (it halved the tensor issue rate on the H200); only the two cluster barriers fence at GPU scope
         assert ops.get("MEMBAR.ALL.GPU", 0) == ops["UCGABAR_ARV"]
-    assert ops["UTMASTG.2D"] == loops * cfg.bn // (128 // cfg.out_itemsize) * cfg.m_atoms  # one per epilogue panel
+    # one store per epilogue panel: 128 B of a row, 64 rows (swapped: 64 columns of C by min(bn, 64) of its rows)
+    panel = min(cfg.bn, 64) if cfg.swap_ab else 128 // cfg.out_itemsize
+    assert ops["UTMASTG.2D"] == loops * cfg.bn // panel * cfg.m_atoms
+    assert sass.has_opcode(ops, "STS.U16") == cfg.swap_ab  # the transposed staging writes one 16-bit value each
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
     res = kernel_resources(cubin)

@@ -364,11 +364,10 @@ class GemmConfig:
         """The configuration to run this problem with, measured on the H200 (docs/results/gemm-claims.md,
         docs/gemm.md):
         - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit
-          C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and N is cut in
-          64-row tiles, one consumer, as many stages as fit: 16 x 8192 x 8192 bf16 0.96x cuBLAS, against 0.68x
-          for the small tile in the same run; else the small tile, 64 x 128, one consumer, as many stages as fit
-          (up to 8), so twice as many SMs stream B (0.54x cuBLAS at 16x8192x8192 with the big tile, 0.86-0.91x
-          small);
+          C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and
+          N is cut in 64-row tiles, one consumer, as many stages as fit (16 x 8192 x 8192 bf16: 0.92-0.96x cuBLAS
+          in exploration runs, against 0.60-0.68x for the small tile in the same runs); else the small tile,
+          64 x 128, one consumer, as many stages as fit (up to 8), so twice as many SMs stream B;
         - at least 8 waves of tiles with a partial last one (8192^3: 2048 tiles on 132 SMs): stream-K for the last
           wave (1.05x against 0.93x in one run; at 4096^3's 3.9 waves the split costs more than the tail: 0.95x
           against 0.99x);

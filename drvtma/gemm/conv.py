@@ -76,7 +76,8 @@ class ConvShape:
             raise GemmError("conv_dtype", "dtype", config.dtype, f"use {' or '.join(CONV_DTYPES)}",
                             "the convolution's k-blocks are 64 channels of a 16-bit type")
         if config.mma != "wgmma" or config.cluster_m != 1 or config.swap_ab:
-            raise GemmError("conv_config", "config", config.label(), "use the wgmma path without a cluster or swapped operands",
+            raise GemmError("conv_config", "config", config.label(),
+                            "use the wgmma path without a cluster or swapped operands",
                             "the convolution is built on the persistent wgmma GEMM only")
         if self.c % config.k_tile:
             raise GemmError("conv_channels", "c", self.c, f"use a multiple of {config.k_tile} input channels",

@@ -265,20 +265,27 @@ def derived_words(spec: TensorMapSpec) -> tuple[int, int]:
     return box_bytes, SWIZZLE_MARKER.get(spec.swizzle, 0)
 
 
+def driver_checked_address(spec, kind: type, validate, driver_rules, address: int | None) -> int:
+    """The address a host-side encode writes `spec` at, once `spec` is a `kind` the driver would take (its rules
+    among `validate(spec)`'s, the address rule): a spec the driver would refuse is refused here too."""
+    if not isinstance(spec, kind):
+        raise TensorMapError("type", "spec", type(spec).__name__, f"give a {kind.__name__}")
+    address = spec.base_address if address is None else as_address(address, "address", error=TensorMapError)
+    if address is None:
+        raise TensorMapError("address_missing", "address", None, "give an address, or set the spec's base_address")
+    broken = [e for e in validate(spec.replace(base_address=None)) if e.rule in driver_rules]
+    broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
+    if broken:
+        raise broken[0]
+    return address
+
+
 def encode_bytes(spec: TensorMapSpec, address: int | None = None) -> bytes:
     """The bytes the driver writes for a valid spec, computed on the host (the decoder's inverse; no driver call).
 
     Rank 1 stores no stride (the dummy stride drvtma passes the driver is dropped). A spec the driver would refuse
     (its rules: `rules.DRIVER_RULES`) is refused here too: its fields would not fit the bytes."""
-    if not isinstance(spec, TensorMapSpec):
-        raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec")
-    address = spec.base_address if address is None else as_address(address, "address", error=TensorMapError)
-    if address is None:
-        raise TensorMapError("address_missing", "address", None, "give an address, or set the spec's base_address")
-    broken = [e for e in validate_all(spec.replace(base_address=None)) if e.rule in DRIVER_RULES]
-    broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
-    if broken:
-        raise broken[0]
+    address = driver_checked_address(spec, TensorMapSpec, validate_all, DRIVER_RULES, address)
     p = spec.tma_params()
     v = shared_words(spec, p, address)
     for k in range(p.rank):

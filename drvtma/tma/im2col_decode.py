@@ -20,12 +20,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TensorMapError
-from ..errors import address as as_address
 from .decode import (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, IM2COL_MODE, KNOWN_BITS, SWIZZLE_MARKER, TENSOR_MAP_BYTES,
-                     MapFields, fields, geometry, get, map_bytes, mask, put, shared_words)
+                     MapFields, driver_checked_address, fields, geometry, get, map_bytes, mask, put, shared_words)
 from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import IM2COL_RANKS, Im2colSpec
-from .rules import address_error
 
 CHANNELS_PER_PIXEL = (440, 8)  # the tiled box dim 0
 PIXELS_PER_COLUMN = (480, 10)
@@ -116,15 +114,7 @@ def im2col_derived_words(spec: Im2colSpec) -> tuple[int, int]:
 def encode_im2col_bytes(spec: Im2colSpec, address: int | None = None) -> bytes:
     """The bytes cuTensorMapEncodeIm2col writes for a valid spec, computed on the host (no driver call). A spec
     the driver would refuse (`im2col_rules.IM2COL_DRIVER_RULES`) is refused here too."""
-    if not isinstance(spec, Im2colSpec):
-        raise TensorMapError("type", "spec", type(spec).__name__, "give an Im2colSpec")
-    address = spec.base_address if address is None else as_address(address, "address", error=TensorMapError)
-    if address is None:
-        raise TensorMapError("address_missing", "address", None, "give an address, or set the spec's base_address")
-    broken = [e for e in validate_im2col(spec.replace(base_address=None)) if e.rule in IM2COL_DRIVER_RULES]
-    broken += [e for e in [address_error(address, spec.interleave)] if e is not None]
-    if broken:
-        raise broken[0]
+    address = driver_checked_address(spec, Im2colSpec, validate_im2col, IM2COL_DRIVER_RULES, address)
     p = spec.tma_params()
     v = put(shared_words(spec, p, address), IM2COL_MODE, 1)
     v = put(put(v, CHANNELS_PER_PIXEL, p.channels_per_pixel - 1), PIXELS_PER_COLUMN, p.pixels_per_column - 1)
