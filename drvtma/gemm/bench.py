@@ -261,12 +261,14 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
 
 
 def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
+    from ..runtime.driver import device_properties
     from .profile import profile_gemm
 
     lines, figures = [], []
+    sm_count = device_properties().sm_count
     for dtype in args.dtypes:
-        for m, n, k in shapes:
-            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)), m, n, k)
+        for m, n, k in shapes:  # the configuration the bench runs for the shape (for_problem), named per line
+            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)).for_problem(m, n, sm_count), m, n, k)
             figures.append(prof.summary())
             record(figures[-1])
             lines.append(prof.text())

@@ -65,7 +65,7 @@ class RingProfile:
                 "empty_wait": round(self.fraction("empty_wait"), 3),
                 "epilogue": round(self.fraction("epilogue"), 3), "tail": round(self.tail, 3),
                 "tiles_per_cta": [int(self.column("tiles").min()), int(self.column("tiles").max())],
-                "span_us": round(self.span_ns / 1e3, 1)}
+                "span_us": round(self.span_ns / 1e3, 1), "config": self.config.label()}
 
     def text(self) -> str:
         s = self.summary()
@@ -73,7 +73,7 @@ class RingProfile:
                 f"{100 * s['issue_rate']:.1f}% of peak per cycle; consumer time: full waits {100 * s['full_wait']:.1f}%"
                 f", epilogue {100 * s['epilogue']:.1f}%; producer empty waits {100 * s['empty_wait']:.1f}%; tail "
                 f"{100 * s['tail']:.1f}% ({s['tiles_per_cta'][0]}-{s['tiles_per_cta'][1]} tiles a CTA), "
-                f"span {s['span_us']} us")
+                f"span {s['span_us']} us [{s['config']}]")
 
 
 def profile_gemm(config: GemmConfig, m: int, n: int, k: int, *, rng=None, runs: int = 2) -> RingProfile:
