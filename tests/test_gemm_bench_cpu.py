@@ -162,6 +162,7 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert lines[0]["tflops"] == round(2 * 2048 * 2048 * 64 / 0.8e-3 / 1e12, 1)
     csv = result.csv_text().splitlines()
     assert len(csv) == 5 and csv[0].startswith("dtype,m,n,k")
+    assert csv[1].endswith(",0.8000|0.8000|0.8000|0.8000,1.0000|1.0000|1.0000|1.0000")  # every run, each side
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in result.markdown("drvtma bench gemm").splitlines()
              if line.startswith("| ")]  # the Markdown table (tabulate pads its columns)
     assert ["bfloat16", "2048", "2048", "64"] in [row[:4] for row in cells]

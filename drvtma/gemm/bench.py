@@ -39,7 +39,7 @@ ATOL = 2.0**-12
 ATOL_FP8 = 2.0**-8
 CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
                "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
-               "cublas_kernels")
+               "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms")
 MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
                     "cuBLAS kernel", "drvtma config, where not the one above")
 SMI_FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
@@ -77,6 +77,7 @@ class GemmPoint:
     config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
     ran: str = ""  # the configuration that ran, always
     spread: dict = field(default_factory=dict)  # slowest / fastest run, per side: how much one median can be trusted
+    runs_ms: dict = field(default_factory=dict)  # every timed run, per side, in the order they ran (the CSV keeps them)
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -143,6 +144,7 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
             point.smi_after = read_smi()
             point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
             point.spread = {k: round(max(v) / min(v), 3) for k, v in samples.items()}
+            point.runs_ms = samples
         finally:
             theirs.release()
     return point
@@ -223,7 +225,8 @@ class GemmBenchResult:
                          f"{p.ratio:.3f}" if ok else "", f"{p.max_error:.3g}", ok, p.smi_before.get("sm_mhz", ""),
                          p.smi_after.get("sm_mhz", ""), p.smi_before.get("power_w", ""),
                          p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
-                         "|".join(p.cublas_kernels).replace(",", ";")])
+                         "|".join(p.cublas_kernels).replace(",", ";"),
+                         *("|".join(f"{t:.4f}" for t in p.runs_ms.get(side, ())) for side in ("drvtma", "cublas"))])
         return csv_text(CSV_COLUMNS, rows)
 
     def markdown(self, command: str) -> str:
