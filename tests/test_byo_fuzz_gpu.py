@@ -1,7 +1,7 @@
 """Fuzz your own kernel on the GPU: drvtma's ready runners (a .cu kernel of the documented signature, launched
 through drvtma with the map by value) and Triton's desc.load / desc.store against the oracles, each with a figure
 line, and planted bugs (a box off by one, a copy into shared memory one 16-byte chunk short) found, shrunk and
-replayed. All pass on the H200 (docs/results/gpu-check.md)."""
+replayed. All pass on the H200 (docs/results/gpu-check-74b722e.md)."""
 
 from __future__ import annotations
 
