@@ -22,6 +22,7 @@ from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, 
                            WgmmaError)
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
 from drvtma.gemm import GemmConfig
+from drvtma.gemm.conv import Conv2d
 from drvtma.show import bank_report, cells, draw_image, overlay
 from drvtma.show.failure import failure_svg
 from drvtma.testing.failures import check_images
@@ -370,6 +371,11 @@ CASES: list[ApiCase] = [
     ApiCase("gemm-inflight-2", lambda: GemmConfig(inflight=2).check(), G, ("inflight",)),
     ApiCase("gemm-regs", lambda: GemmConfig(consumer_regs=300).check(), G, ("consumer_regs",)),
     ApiCase("gemm-streamk-cluster", lambda: GemmConfig(streamk=True, cluster_m=2).check(), G, ("streamk",)),
+    ApiCase("gemm-pingpong-str", lambda: GemmConfig(pingpong="yes").check(), G, ("pingpong",)),
+    ApiCase("gemm-pingpong-one-consumer", lambda: GemmConfig(pingpong=True, bm=64, consumers=1).check(), G,
+            ("pingpong",)),
+    ApiCase("gemm-swap-ab-f32-out", lambda: GemmConfig(swap_ab=True, out_dtype="float32").check(), G, ("out_dtype",)),
+    ApiCase("conv2d-shape-tuple", lambda: Conv2d((2, 8, 8, 64)), G, ("shape",)),
     ApiCase("gemm-with-bad", lambda: GemmConfig().with_(group_m=None), G, ("group_m",)),
     ApiCase("gemm-problem-zero", lambda: GemmConfig().check_problem(0, 128, 64), G, ("m",)),
     ApiCase("gemm-problem-bool", lambda: GemmConfig().check_problem(True, 128, 64), G, ("m",)),

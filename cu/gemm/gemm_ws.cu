@@ -559,7 +559,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                     const int block = acc_col_block(i, w) - p * EPI_ROWS;  // compile-time for wgmma
                     if (block < 0 || block >= EPI_ROWS) continue;
 #pragma unroll
-                    for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile is row `out` of the staged C
+                    for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile: that row of the staged C
                         store_one(buf + staged_at(block + 2 * c + e, row * OUT_BYTES), acc[a][i + e] * alpha);
 #else
                     const int block = acc_col_block(i, w) - p * EPI_COLS;  // compile-time for wgmma

@@ -195,21 +195,20 @@ class _CudaCoreRunner:
             self._kernel = self.code().get_kernel(self.name)
         return self._kernel
 
-    def _launch(self, spec: TensorMapSpec, grid: int, tensor_ptr: int, *args) -> None:
-        """One launch of `grid` CTAs: the map (as_tensor_map over the tensor at `tensor_ptr`) first, then `args`;
-        returns once the stream is done. drvtma's uploads must be done before (cuda.core's stream is another)."""
+    def _launch(self, spec: TensorMapSpec, arguments: dict, grid: int, tensor_ptr: int, *args) -> None:
+        """One launch of `grid` CTAs: the map (as_tensor_map of `arguments`, tensor_map_arguments(spec), over the
+        tensor at `tensor_ptr`) first, then `args`; returns once the stream is done."""
         from cuda.core import Device, LaunchConfig, launch
 
         from ..runtime.driver import context, synchronize
 
-        arguments = tensor_map_arguments(spec)
         context()  # drvtma's buffers live in device 0's primary context, the one Device(0) makes current
         device = Device(0)
         device.set_current()
         kernel, shared = self.kernel(), spec.smem_bytes + 1024  # + room to align the image to 1024 bytes
         if shared > _SMEM_WITHOUT_OPT_IN:
             _opt_in(kernel, shared)
-        synchronize()
+        synchronize()  # drvtma's uploads and poison are done before cuda.core's stream (another one) runs
         desc = device_view(tensor_ptr, arguments, spec.itemsize).as_tensor_map(**map_options(arguments))
         stream = device.create_stream()
         launch(stream, LaunchConfig(grid=grid, block=THREADS, shmem_size=shared), kernel, desc, *args)
@@ -225,13 +224,13 @@ class CudaCoreLoadRunner(_CudaCoreRunner):
         from ..runtime.driver import DeviceBuffer
         from ..runtime.status import StatusBuffer
 
-        tensor_map_arguments(spec)  # what cuda.core cannot express, refused before any upload
+        arguments = tensor_map_arguments(spec)  # what cuda.core cannot express, refused before any upload
         n = len(coords)
         with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
                 DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
             out.fill_u32(POISON)
-            self._launch(spec, n, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.uint32(spec.expect_tx_bytes),
-                         np.uint32(spec.smem_bytes), out.ptr, status.ptr)
+            self._launch(spec, arguments, n, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank),
+                         np.uint32(spec.expect_tx_bytes), np.uint32(spec.smem_bytes), out.ptr, status.ptr)
             images = out.download(np.uint8, (n, spec.smem_bytes))
             status.check(self.name)
         return images
@@ -247,11 +246,11 @@ class CudaCoreStoreRunner(_CudaCoreRunner):
         from ..runtime.driver import DeviceBuffer
 
         tma, code, image = store_arguments(memory, base, spec, coords, box, op)
-        tensor_map_arguments(spec)
+        arguments = tensor_map_arguments(spec)
         with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(tma) as cbuf, \
                 DeviceBuffer.from_array(image) as src:
-            self._launch(spec, 1, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.int32(code), src.ptr,
-                         np.uint32(spec.smem_bytes))
+            self._launch(spec, arguments, 1, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.int32(code),
+                         src.ptr, np.uint32(spec.smem_bytes))
             return tensor.download(np.uint8, (memory.size,))
 
 

@@ -76,11 +76,15 @@ class GemmPoint:
     note: str = ""
     config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
     ran: str = ""  # the configuration that ran, always
-    spread: dict = field(default_factory=dict)  # slowest / fastest run, per side: how much one median can be trusted
     runs_ms: dict = field(default_factory=dict)  # every timed run, per side, in the order they ran (the CSV keeps them)
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
+
+    @property
+    def spread(self) -> dict:
+        """Slowest / fastest run, per side: how much one median can be trusted."""
+        return {side: round(max(v) / min(v), 3) for side, v in self.runs_ms.items() if v}
 
     @property
     def ratio(self) -> float:
@@ -143,7 +147,6 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
                 samples[name].extend(time_launches(launches[name], runs=half, warmups=warmups, flush=flush).samples)
             point.smi_after = read_smi()
             point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
-            point.spread = {k: round(max(v) / min(v), 3) for k, v in samples.items()}
             point.runs_ms = samples
         finally:
             theirs.release()

@@ -343,7 +343,12 @@ class GemmConfig:
     # ---- launch shape
     def kernel_extents(self, m: int, n: int) -> tuple[int, int]:
         """The (M, N) the kernel computes for C [m, n]: swapped, C^T's."""
-        return (n, m) if self.swap_ab else (m, n)
+        return self.kernel_operands(m, n)
+
+    def kernel_operands(self, a, b) -> tuple:
+        """What of A's and B's (extents, addresses, buffers) the kernel takes as its A and its B: swapped, B's and
+        A's."""
+        return (b, a) if self.swap_ab else (a, b)
 
     def tiles(self, m: int, n: int) -> int:
         return math.ceil(m / self.bm) * math.ceil(n / self.bn)

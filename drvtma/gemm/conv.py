@@ -190,7 +190,9 @@ class Conv2d:
     def __init__(self, shape: ConvShape, config: GemmConfig | None = None):
         from .launch import Gemm
 
-        if config is None and isinstance(shape, ConvShape):
+        if not isinstance(shape, ConvShape):
+            raise GemmError("type", "shape", type(shape).__name__, "give a ConvShape(n, h, w, c, k, r, s, ...)")
+        if config is None:
             config = shape.default_config()
         self.gemm = Gemm(config, conv=shape)  # the configuration and the shape checked there
         self.shape = self.gemm.conv

@@ -83,7 +83,7 @@ def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: i
     config.check_problem(m, n, k)
     t = config.wgmma.tma_dtype
     sw = config.box_spec("A").swizzle
-    (km, ka), (kn, kb) = ((n, b_addr), (m, a_addr)) if config.swap_ab else ((m, a_addr), (n, b_addr))
+    (km, kn), (ka, kb) = config.kernel_extents(m, n), config.kernel_operands(a_addr, b_addr)
     a = TensorMapSpec.create(t, (km, k), (config.bm, config.panel_elems), swizzle=sw, base_address=ka)
     # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
     b = TensorMapSpec.create(t, (kn, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
@@ -156,8 +156,7 @@ class BoundGemm(Resource):
         cfg = gemm.config
         self.gemm, self.c, self.m, self.n, self.k, self.alpha = gemm, c, m, n, k, float(alpha)
         sa, sb, sc = map_specs(cfg, m, n, k, a.ptr, b.ptr, c.ptr)
-        if cfg.swap_ab:  # the kernel's A is B and its B is A
-            a, b = b, a
+        a, b = cfg.kernel_operands(a, b)  # the buffers behind the kernel's A and B maps
         if gemm.conv is not None:  # A: the convolution's input [N, H, W, C] through its im2col map
             from ..tma.im2col_encode import encode_im2col
 

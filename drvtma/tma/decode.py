@@ -85,6 +85,14 @@ def mask(where: tuple[int, int]) -> int:
     return ((1 << where[1]) - 1) << where[0]
 
 
+def unknown_bits_error(unknown: int, mode: str, why: str = "") -> TensorMapError:
+    """The refusal of bytes with bits set outside every field the sm_90 driver writes in a `mode` map."""
+    bits = [i for i in range(1024) if (unknown >> i) & 1]
+    return TensorMapError("decode_unknown_bits", "bits", bits[:16], f"decode {mode} sm_90 maps only",
+                          f"bits outside every field the sm_90 driver writes in {'an' if mode[0] == 'i' else 'a'} "
+                          f"{mode} map are set{why}")
+
+
 def get(value: int, where: tuple[int, int]) -> int:
     off, width = where
     return (value >> off) & ((1 << width) - 1)
@@ -92,9 +100,8 @@ def get(value: int, where: tuple[int, int]) -> int:
 
 def put(value: int, where: tuple[int, int], x: int) -> int:
     """`value` with the field at `where` set to the low bits of x (as the hardware's bitfield insert does)."""
-    off, width = where
-    m = ((1 << width) - 1) << off
-    return (value & ~m) | ((int(x) << off) & m)
+    m = mask(where)
+    return (value & ~m) | ((int(x) << where[0]) & m)
 
 
 def map_bytes(obj) -> bytes:
@@ -232,10 +239,7 @@ def decode(obj) -> tuple[TensorMapSpec, int]:
                              "decode_im2col (or explain / `drvtma decode`, which read both modes)",
                              "bit 64 is set: an im2col map, whose box fields hold corners and counts")
     if f.unknown_bits:
-        bits = [i for i in range(1024) if (f.unknown_bits >> i) & 1]
-        raise TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode tiled sm_90 maps only",
-                             "bits outside every field the sm_90 driver writes in a tiled map are set (an sm_100 "
-                             "map, or not a tensor map)")
+        raise unknown_bits_error(f.unknown_bits, "tiled", " (an sm_100 map, or not a tensor map)")
     g = geometry(f)
     spec = TensorMapSpec(g["dtype"], g["shape"], g["strides_bytes"], tuple(reversed(f.box_dim[:f.rank])),
                          **{k: g[k] for k in _OPTIONS})

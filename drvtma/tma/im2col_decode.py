@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from ..errors import TensorMapError
 from .decode import (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, IM2COL_MODE, KNOWN_BITS, SWIZZLE_MARKER, TENSOR_MAP_BYTES,
-                     MapFields, driver_checked_address, fields, geometry, get, map_bytes, mask, put, shared_words)
+                     MapFields, driver_checked_address, fields, geometry, get, map_bytes, mask, put, shared_words,
+                     unknown_bits_error)
 from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import IM2COL_RANKS, Im2colSpec
 
@@ -57,12 +58,6 @@ def _signed(value: int, width: int) -> int:
 _ANY_RANK_BITS = _known_bits(3) | _known_bits(4) | _known_bits(5)
 
 
-def _unknown_bits_error(unknown: int) -> TensorMapError:
-    bits = [i for i in range(1024) if (unknown >> i) & 1]
-    return TensorMapError("decode_unknown_bits", "bits", bits[:16], "decode sm_90 im2col maps only",
-                          "bits outside every field the sm_90 driver writes in an im2col map are set")
-
-
 @dataclass(frozen=True)
 class Im2colFields:
     """An im2col map's own fields as stored (corners W first); `shared` holds what it stores as a tiled map does
@@ -86,7 +81,7 @@ def im2col_fields(obj) -> Im2colFields:
     v = int.from_bytes(raw, "little")
     if f.rank not in IM2COL_RANKS:
         if v & ~_ANY_RANK_BITS:  # bits no im2col map of any rank holds: say that first (e.g. all ones)
-            raise _unknown_bits_error(v & ~_ANY_RANK_BITS)
+            raise unknown_bits_error(v & ~_ANY_RANK_BITS, "im2col")
         raise TensorMapError("decode_rank", "rank", f.rank, "an im2col map has rank 3, 4 or 5",
                              f"the rank field holds {f.rank_code}")
     return Im2colFields(f, tuple(_signed(get(v, c), c[1]) for c in lower_corner_fields(f.rank)),
@@ -99,7 +94,7 @@ def decode_im2col(obj) -> tuple[Im2colSpec, int]:
     (`im2col_rules.validate_im2col` says what it breaks). Raises TensorMapError (``decode_*``) for other bytes."""
     f = im2col_fields(obj)
     if f.unknown_bits:
-        raise _unknown_bits_error(f.unknown_bits)
+        raise unknown_bits_error(f.unknown_bits, "im2col")
     g = geometry(f.shared)
     spec = Im2colSpec(g.pop("dtype"), g.pop("shape"), g.pop("strides_bytes"), tuple(reversed(f.lower_corner)),
                       tuple(reversed(f.upper_corner)), f.channels_per_pixel, f.pixels_per_column, **g)

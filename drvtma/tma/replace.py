@@ -137,8 +137,8 @@ def _check_types(spec, edit, *, im2col: bool = False) -> None:
                              + (" or an Im2colSpec" if im2col else ""))
     if not isinstance(edit, Edit):
         raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
-    if isinstance(spec, Im2colSpec) and im2col_edit_error(edit):
-        raise im2col_edit_error(edit)
+    if isinstance(spec, Im2colSpec) and (refused := im2col_edit_error(edit)):
+        raise refused
 
 
 def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
@@ -241,8 +241,8 @@ def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = No
     if not isinstance(edit, Edit):
         raise TensorMapError("type", "edit", type(edit).__name__, "give an Edit, e.g. Edit('box_dim', 64, ord=0)")
     v = int.from_bytes(D.map_bytes(raw), "little")
-    if D.get(v, D.IM2COL_MODE) and im2col_edit_error(edit):
-        raise im2col_edit_error(edit)
+    if D.get(v, D.IM2COL_MODE) and (refused := im2col_edit_error(edit)):
+        raise refused
     f, x, k = edit.field, edit.value, edit.ord
     if f == "global_address":
         v = D.put(v, D.ADDRESS, x)
