@@ -181,7 +181,7 @@ def test_a_named_only_step_runs_only_when_named():
     everything = gpu_check.steps(False, 8, named_only=True)
     assert full == [s["name"] for s in everything if not s.get("named_only")]
     named = {s["name"] for s in everything} - set(full)
-    assert named == {"gemm_claims", "bench_conv"}
+    assert named == {"gemm_claims"}
     if settings.REPORT_JSONL.get():
         pytest.skip("inside a gpu-check run: HEAD's report is the one this run replaces")
     if not (ROOT / ".git").exists():
