@@ -153,3 +153,24 @@ def test_static_shared_memory_counts_towards_the_48_kib_opt_in(core):
         tmap = _encode_2d_f32(buf, 4, 64, 32, 1)
         k.launch(tmap, 32, 0, buf, 16, 128 + 16, buf, buf, status, grid=1, block=32, shared_mem=48 * 1024)
         status.check("tma_box_and_bulk")
+
+
+@pytest.mark.timing  # an interval of GPU time, measured alone
+def test_a_host_slower_than_the_stream_hold_is_timed_again_behind_a_longer_hold(ctx):
+    """The hold keeps the host's issue time out of the interval only while the host issues within it. A launch
+    that spends 2 ms on the host behind a 100 us hold: each such run is retaken behind a longer hold, and the
+    samples are the empty kernel's GPU time, far below the host's 2 ms."""
+    import time
+
+    from drvtma.runtime.timing import time_launches
+
+    empty = load_module("runtime/timing.cu").kernel("empty_kernel")
+
+    def slow_host_launch():
+        time.sleep(0.002)
+        empty.launch(grid=1, block=32)
+
+    t = time_launches(slow_host_launch, runs=5, warmups=1, head_start_ns=100_000)
+    assert len(t.samples) == 5
+    assert t.retaken >= 1
+    assert max(t.samples) < 1.0, t.samples  # ms: the 2 ms the host slept are not in any sample

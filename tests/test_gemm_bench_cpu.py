@@ -126,7 +126,8 @@ def fake_gpu(monkeypatch, tmp_path):
                 flush()
             launch()
         calls.append(runs)
-        return timing.Timing(tuple([1.0 if getattr(launch, "release", None) else 0.8] * runs))
+        cublas = getattr(launch, "release", None)
+        return timing.Timing(tuple([1.0 if cublas else 0.8] * runs), retaken=0 if cublas else 1)
 
     monkeypatch.setattr(driver, "DeviceBuffer", FakeBuffer)
     monkeypatch.setattr(driver, "device_properties", lambda: SimpleNamespace(l2_bytes=1 << 12, sm_count=132))
@@ -154,8 +155,9 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
     lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
     assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "k", "m", "n",
-                                                  "ratio", "spread", "tflops")}
+                                                  "ratio", "retaken", "spread", "tflops")}
     assert lines[0]["spread"] == {"drvtma": 1.0, "cublas": 1.0}  # the fake times every run alike
+    assert lines[0]["retaken"] == {"drvtma": 2, "cublas": 0}  # summed over both of drvtma's halves
     # every line names the configuration that ran: for_problem's choice for the skinny 16 x 512 (swapped A and B)
     assert [("swapped A and B" in f["config"]) for f in lines] == [False, True] * 2
     assert [f["dtype"] for f in lines] == ["bfloat16"] * 2 + ["float8_e4m3fn"] * 2
@@ -329,11 +331,13 @@ def test_bound_gemm_keeps_its_launch_arguments_until_they_change():
     op.kernel_mn = (128, 256)
     op.profile = op.workspace = op.flags = None
     op.epoch, op.cluster, op._args = 0, None, None
+    op._block, op._smem = GemmConfig().threads, GemmConfig().smem_bytes
     op.launch()
     op.launch()
     assert all(a is b for a, b in zip(calls[0][0], calls[1][0])) and calls[0][0][7:11] == ("status", 0, 0, 0)
     assert calls[0][1] == {"grid": 132, "block": 384, "shared_mem": GemmConfig().smem_bytes, "stream": None,
                            "cluster": None}
+    assert all(calls[0][1][key] is calls[1][1][key] for key in calls[0][1])  # the launch shape too, by identity
     op.attach_profile("counters")
     op.launch()
     assert calls[2][0][8] == "counters"

@@ -308,3 +308,17 @@ def test_consumer_tiles_that_are_not_a_plain_offset_are_a_gemm_error(monkeypatch
     monkeypatch.setattr(SmemDescriptor, "advanced", lambda self, nbytes: advanced(self, nbytes + 16))
     with pytest.raises(GemmError, match=r"\[consumer_offset\] bm = 128: consumer 1's A descriptors"):
         GemmConfig().descriptors()
+
+
+def test_the_launch_sizes_are_computed_once_per_configuration(monkeypatch):
+    """Every launch reads smem_bytes; built from validated box specs each time it cost 70 us of host time a launch,
+    past the stream hold that keeps the host out of the timed interval. A configuration is frozen: once."""
+    from drvtma.tma.spec import TensorMapSpec
+
+    cfg = GemmConfig(dtype="float8_e4m3fn", bn=128, stages=5)
+    first = (cfg.smem_bytes, cfg.stage_bytes, cfg.tx_bytes, cfg.a_bytes)
+    monkeypatch.setattr(TensorMapSpec, "create", lambda *a, **k: pytest.fail("a box spec was built again"))
+    assert (cfg.smem_bytes, cfg.stage_bytes, cfg.tx_bytes, cfg.a_bytes) == first
+    assert cfg == GemmConfig(dtype="float8_e4m3fn", bn=128, stages=5)  # the cache is not part of equality
+    monkeypatch.undo()
+    assert cfg.with_(stages=4).smem_bytes == first[0] - first[1]  # a changed configuration computes its own

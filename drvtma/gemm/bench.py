@@ -77,6 +77,7 @@ class GemmPoint:
     config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
     ran: str = ""  # the configuration that ran, always
     runs_ms: dict = field(default_factory=dict)  # every timed run, per side, in the order they ran (the CSV keeps them)
+    retaken: dict = field(default_factory=dict)  # runs timed again per side: the host outlasted the stream hold
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -93,7 +94,7 @@ class GemmPoint:
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.ran, "spread": self.spread}
+                "ratio": round(self.ratio, 3), "config": self.ran, "spread": self.spread, "retaken": self.retaken}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:
@@ -143,11 +144,14 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
             half = max(1, runs // 2)
             # ABBA by name: `ours.launch` is a new bound method at every access, so never compare launches by `is`
             launches, samples = {"drvtma": ours.launch, "cublas": theirs}, {"drvtma": [], "cublas": []}
+            retaken = {"drvtma": 0, "cublas": 0}
             for name in ("drvtma", "cublas", "cublas", "drvtma"):
-                samples[name].extend(time_launches(launches[name], runs=half, warmups=warmups, flush=flush).samples)
+                timing = time_launches(launches[name], runs=half, warmups=warmups, flush=flush)
+                samples[name].extend(timing.samples)
+                retaken[name] += timing.retaken
             point.smi_after = read_smi()
             point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
-            point.runs_ms = samples
+            point.runs_ms, point.retaken = samples, retaken
         finally:
             theirs.release()
     return point

@@ -167,6 +167,8 @@ class BoundGemm(Resource):
         self.status = StatusBuffer()
         self.kernel_mn = cfg.kernel_extents(m, n)
         self.grid = cfg.grid(*self.kernel_mn, device_properties().sm_count)
+        # the launch shape as the same objects every launch: Kernel.launch's fast path compares them by identity
+        self._block, self._smem = cfg.threads, cfg.smem_bytes
         self.kernel = gemm.kernel
         self.profile = None  # grid x 8 u64 counters of a GEMM_PROFILE=1 build: attach_profile
         self.cluster = cfg.cluster
@@ -194,8 +196,7 @@ class BoundGemm(Resource):
             optional = tuple(0 if b is None else b for b in (self.profile, self.workspace, self.flags))
             self._args = (*self.maps, *self.kernel_mn, self.k, self.alpha, self.status, *optional,
                           np.uint32(self.epoch))
-        cfg = self.gemm.config
-        self.kernel.launch(*self._args, grid=self.grid, block=cfg.threads, shared_mem=cfg.smem_bytes, stream=stream,
+        self.kernel.launch(*self._args, grid=self.grid, block=self._block, shared_mem=self._smem, stream=stream,
                            cluster=self.cluster)
 
     def run_checked(self, stream=None) -> None:

@@ -3,7 +3,9 @@
 A Python launch takes several microseconds to issue. Recorded on an idle GPU, the start event would complete at
 once and the kernel start only after the host caught up, so every sample would carry the host's issue time.
 Each run therefore starts with a short kernel that holds the stream (cu/runtime/timing.cu): the start event, the launch
-and the end event all queue up behind it, and the interval measures the GPU's work alone.
+and the end event all queue up behind it, and the interval measures the GPU's work alone. That holds only while the
+host issues them within the hold, so each run checks it: a run whose issue took longer than its hold (a slow launch
+path, the OS preempting the host) is timed again behind a hold twice as long.
 """
 
 from __future__ import annotations
@@ -11,9 +13,17 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import time
 from dataclasses import dataclass
 
+from ..errors import DrvtmaError
+
 HEAD_START_NS = 100_000  # far longer than issuing one launch from Python takes
+MAX_HOLD_NS = 20_000_000  # a host that cannot issue one launch in 20 ms: give up rather than time it
+
+
+class TimingError(DrvtmaError):
+    """A launch could not be timed as the GPU's work alone."""
 
 
 def percentile(samples, p: float) -> float:
@@ -29,9 +39,10 @@ def percentile(samples, p: float) -> float:
 
 @dataclass(frozen=True)
 class Timing:
-    """Milliseconds of each timed launch."""
+    """Milliseconds of each timed launch; `retaken`: runs timed again because the host outlasted the hold."""
 
     samples: tuple[float, ...]
+    retaken: int = 0
 
     @property
     def median(self) -> float:
@@ -92,18 +103,30 @@ def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
         launch()
     synchronize()
     start, end = Event(), Event()
-    samples = []
+    samples, retaken, hold_ns = [], 0, head_start_ns
     try:
-        for _ in range(runs):
+        while len(samples) < runs:
             if flush is not None:
                 flush()
+            issued = time.perf_counter_ns()
             if hold is not None:
-                hold.launch(head_start_ns, grid=1, block=1, stream=stream)
+                hold.launch(hold_ns, grid=1, block=1, stream=stream)
             start.record(stream)
             launch()
             end.record(stream)
-            samples.append(elapsed_ms(start, end))
+            issued = time.perf_counter_ns() - issued
+            ms = elapsed_ms(start, end)
+            # The hold began on the GPU no earlier than the host's call to launch it, so an issue shorter than the
+            # hold had queued both events and the launch before the hold ended: the interval is the GPU's alone.
+            if hold is not None and issued >= hold_ns:
+                if hold_ns >= MAX_HOLD_NS:
+                    raise TimingError(f"the host took {issued / 1e6:.1f} ms to issue one timed launch, longer than "
+                                      f"the longest stream hold ({MAX_HOLD_NS / 1e6:.0f} ms): the interval would "
+                                      "count the host's time; fix: a lighter launch, or an idle host")
+                retaken, hold_ns = retaken + 1, min(2 * max(hold_ns, issued), MAX_HOLD_NS)
+                continue
+            samples.append(ms)
     finally:
         start.close()
         end.close()
-    return Timing(tuple(samples))
+    return Timing(tuple(samples), retaken)
