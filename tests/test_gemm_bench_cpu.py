@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from drvtma.gemm import bench, claims
-from drvtma.gemm.config import CLAIMS, GemmConfig
+from drvtma.gemm.claims import CLAIMS
+from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.reference import reference_gemm, value_dtype
 
 _MEMORY: dict[int, np.ndarray] = {}
@@ -258,19 +259,29 @@ def test_profile_build_compiles_with_its_counters_and_the_plain_one_without():
 
 def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake_gpu):
     big = GemmConfig()
-    small = big.for_problem(16, 8192, 132)  # C^T = B . A^T: M = 16 is the tile's N, 64 rows of N a tile
-    assert (small.swap_ab, small.bm, small.bn, small.consumers, small.stages) == (True, 64, 16, 1, 8)
+    small = big.for_problem(16, 8192, 8192, 132)  # C^T = B . A^T: M = 16 is the tile's N, 64 rows of N a tile
+    # four 128-byte panels of K a stage: (64 + 16) rows x 512 B = 40 KiB <= SKINNY_STAGE_BYTES
+    assert (small.swap_ab, small.bm, small.bn, small.consumers, small.k_tile, small.stages) == (True, 64, 16, 1, 256, 5)
     assert small.check() is small and small.kernel_extents(16, 8192) == (8192, 16)
-    assert [big.for_problem(m, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128, 128,
-                                                                                            256, 256]
+    assert [big.for_problem(m, 8192, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128,
+                                                                                                  128, 256, 256]
+    # the widest K tile whose stage stays within 48 KiB: 4 panels for N 16 and 32, 2 for 64 and 128, 1 for 256
+    assert [big.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 32, 64, 128, 256)] == [256, 256, 128, 128, 64]
+    fp8 = GemmConfig(dtype="float8_e4m3fn")
+    assert [fp8.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 64, 128)] == [512, 256, 256]
+    # never a panel more than K needs: K = 64 takes one 64-element panel, K = 100 two, K = 193 four
+    assert [big.for_problem(16, 8192, k, 132).k_tile for k in (64, 100, 193, 4096)] == [64, 128, 256, 256]
     # a 32-bit C cannot be swapped (its epilogue writes 16-bit rows): the small tile, as many stages as fit
-    wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 132)
+    wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 8192, 132)
     assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages) == (False, 64, 128, 1, 8)
-    assert big.for_problem(4096, 4096, 132) is big and small.for_problem(16, 8192, 132) is small
-    assert big.for_problem(8192, 8192, 132) == big.with_(streamk=True)  # 15.5 waves: stream-K for the last one
-    assert big.for_problem(8448, 8192, 132) is big  # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
-    assert big.with_(cluster_m=2).for_problem(8192, 8192, 132).streamk is False
-    assert GemmConfig(dtype="float8_e4m3fn").for_problem(16, 8192, 132).smem_bytes <= 232448
+    assert big.for_problem(4096, 4096, 4096, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
+    # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more
+    assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True)
+    assert big.for_problem(8192, 8192, 1024, 132) is big
+    assert fp8.for_problem(8192, 8192, 8192, 132).streamk and not fp8.for_problem(8192, 8192, 4096, 132).streamk
+    assert big.for_problem(8448, 8192, 8192, 132) is big  # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
+    assert big.with_(cluster_m=2).for_problem(8192, 8192, 8192, 132).streamk is False
+    assert fp8.for_problem(16, 8192, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
     assert result.points[0].config == small.label() and result.points[1].config == ""
     assert small.label() in result.markdown("drvtma bench gemm")

@@ -113,7 +113,7 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
     p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")
     p.add_argument("--claims", action="store_true",
-                   help="sweep the async tensor-core article's GEMM claims instead (config.CLAIMS: each one GemmConfig field) at --claim-shape")
+                   help="sweep the async tensor-core article's GEMM claims instead (claims.CLAIMS: each one GemmConfig field) at --claim-shape")
     p.add_argument("--claim-shape", type=_one_shape, default="8192x8192x8192", help="MxNxK of the claim sweep")
     p.add_argument("--only-claims", type=items, default=[],
                    help="comma-separated substrings: sweep only the claims whose text has one")

@@ -178,7 +178,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
             alpha = 0.5 if dtype.startswith("float8") else 1.0  # per-tensor scales: scale_a x scale_b
             for m, n, k in shapes:
                 base = config.with_(dtype=dtype)
-                cfg = base.for_problem(m, n, props.sm_count) if auto else base
+                cfg = base.for_problem(m, n, k, props.sm_count) if auto else base
                 if cfg not in gemms:
                     gemms[cfg] = Gemm(cfg)
                 gemm = gemms[cfg]
@@ -278,7 +278,7 @@ def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     sm_count = device_properties().sm_count
     for dtype in args.dtypes:
         for m, n, k in shapes:  # the configuration the bench runs for the shape (for_problem), named per line
-            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)).for_problem(m, n, sm_count), m, n, k)
+            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)).for_problem(m, n, k, sm_count), m, n, k)
             figures.append(prof.summary())
             record(figures[-1])
             lines.append(prof.text())
@@ -316,7 +316,7 @@ def config_changes(items) -> dict:
 
 def _claims_command(args, argv, base: GemmConfig, shape) -> int:
     from .claims import run_claims
-    from .config import CLAIMS
+    from .claims import CLAIMS
 
     wanted = args.only_claims
     claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]

@@ -1,5 +1,5 @@
 """`drvtma bench gemm --claims`: the GEMM claims of the async tensor-core article, each one GemmConfig field swept from the default
-(config.CLAIMS), on one shape, every configuration verified against cuBLAS before it is timed.
+(CLAIMS), on one shape, every configuration verified against cuBLAS before it is timed.
 
 Operands are made and uploaded once per input type; cuBLAS runs once per type as the reference and is timed once
 (same stream, events and L2 flush as bench gemm). Each configuration: compiled, its result on a poisoned C
@@ -17,10 +17,45 @@ import numpy as np
 from ..errors import GemmError
 from ..runtime.figures import csv_text, table_text
 from .bench import compare, read_smi, record
-from .config import CLAIMS, claim_configs
+from .config import GemmConfig
 from .cublas import CublasUnsupported
 from .launch import POISON_U32, Gemm
 from .reference import random_operands, value_dtype
+
+
+# The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
+# 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` verifies and times each value; a value the
+# kernel cannot take is refused by its rule, and the table shows which.
+CLAIMS: dict[str, tuple[str, tuple, dict]] = {
+    # claim: (field, values, other fields the sweep sets with it)
+    "swizzle choice changes performance 10-20%": ("swizzle", ("none", "32B", "64B", "128B"), {}),
+    "2-4 stages (128x256 tile: 4 fit)": ("stages", (1, 2, 3, 4), {}),
+    "2-4 stages (128x128 tile: 6 fit)": ("stages", (1, 2, 3, 4, 5, 6), {"bn": 128}),
+    "two consumer warpgroups": ("consumers", (1, 2), {}),  # 1: bm = 64 (128 accumulators a thread either way)
+    "setmaxnreg": ("setmaxnreg", (False, True), {}),
+    "persistent grid": ("persistent", (False, True), {}),
+    "(drvtma's) stream-K last wave": ("streamk", (False, True), {}),
+    "tile order keeps L2 warm": ("group_m", (1, 4, 8, 16), {}),
+    "wgmma groups in flight": ("inflight", (0, 1), {}),
+    "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),
+    "2-CTA multicast": ("cluster_m", (1, 2), {}),
+    "traditional mma ~50% of peak": ("mma", ("mma_sync", "wgmma"), {}),
+}
+
+
+def claim_configs(claim: str, base: GemmConfig | None = None) -> list[GemmConfig]:
+    """The configurations one claim sweeps (bm follows the consumer count)."""
+    field_name, values, extra = CLAIMS[claim]
+    base = (base or GemmConfig()).with_(**extra)
+    out = []
+    for v in values:
+        change = {field_name: v}
+        if field_name == "consumers":
+            change["bm"] = 64 * v
+        if field_name == "dtype" and v == "float16":
+            change["out_dtype"] = "float16"  # what torch's cuBLAS can write too (no fp16 -> bf16 there)
+        out.append(base.with_(**change))
+    return out
 
 PEAK_TFLOPS = {1: 1978.9, 2: 989.4}  # dense, by input bytes: H100 / H200 SXM spec (gemm-anchors.md §1)
 
@@ -80,7 +115,7 @@ class _Operands:
 
 def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, flush_l2: bool = True,
                backend: str | None = None, claims=None, seed: int = 15, progress=None, base=None):
-    """Every value of every claim (config.CLAIMS), each a change of one field from `base` (the default config)."""
+    """Every value of every claim (CLAIMS), each a change of one field from `base` (the default config)."""
     from ..runtime.driver import DeviceBuffer, device_properties
     from ..runtime.timing import time_launches
     from .cublas import open_cublas

@@ -38,8 +38,13 @@ SMEM_LIMIT = HOPPER.smem_per_block_optin  # the kernel is sm_90a only; a launch 
 REGISTERS_PER_SM = 65_536
 ALIGN_SLACK = 1024  # the ring starts at the first 1024-byte boundary of dynamic shared memory
 EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C
+MAX_STAGES = 16  # the deepest ring: a small tile's stages are small, and a skinny GEMM streams B at the depth it has
 MAX_ACC_REGS = 128  # accumulator floats per consumer thread that fit beside the rest (fast.cu: more serialise)
 MAX_CTA_RANGE = 256  # TMA box rows
+# for_problem's choices, measured on the H200 (docs/gemm.md): a skinny GEMM's stage holds up to 48 KiB (K tiles of
+# 2-4 panels: a stage's wait, release and wgmma commit were the skinny tile's cost); stream-K only over a long K
+SKINNY_STAGE_BYTES = 48 * 1024
+STREAMK_MIN_KTILES = 64
 
 IN_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 OUT_DTYPES = {"bfloat16": (0, 2), "float16": (1, 2), "float32": (2, 4)}  # name -> (GEMM_OUT, bytes)
@@ -187,8 +192,8 @@ class GemmConfig:
         return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
 
     def stages_that_fit(self) -> int:
-        """The deepest ring (at most 8 stages) of this tile that fits in shared memory beside the staging buffers."""
-        return max(1, min(8, (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes))
+        """The deepest ring (at most MAX_STAGES) of this tile that fits in shared memory beside the staging buffers."""
+        return max(1, min(MAX_STAGES, (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes))
 
     @cached_property
     def smem_bytes(self) -> int:
@@ -265,8 +270,8 @@ class GemmConfig:
             yield GemmError("accumulator_registers", "bm, bn", (self.bm, self.bn),
                             f"use more consumers or a smaller tile: {acc} accumulator floats per thread > "
                             f"{MAX_ACC_REGS}", "ptxas serialises wgmma without registers to spare")
-        if not 1 <= self.stages <= 8:
-            yield GemmError("stages", "stages", self.stages, "use 1..8")
+        if not 1 <= self.stages <= MAX_STAGES:
+            yield GemmError("stages", "stages", self.stages, f"use 1..{MAX_STAGES}")
         if self.smem_bytes > SMEM_LIMIT:
             yield GemmError("smem_capacity", "stages", self.stages,
                             f"use at most {self.stages_that_fit()} stages of this tile",
@@ -368,29 +373,33 @@ class GemmConfig:
         clusters = min(units, sm_count // self.cluster_m) if self.persistent else units
         return clusters * self.cluster_m
 
-    def for_problem(self, m: int, n: int, sm_count: int) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (docs/results/gemm-claims.md,
-        docs/gemm.md):
+    def for_problem(self, m: int, n: int, k: int, sm_count: int) -> GemmConfig:
+        """The configuration to run this problem with, measured on the H200 (docs/gemm.md, "Choosing a
+        configuration"):
         - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit
           C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and
-          N is cut in 64-row tiles, one consumer, as many stages as fit (16 x 8192 x 8192 bf16: 0.92-0.96x cuBLAS
-          in exploration runs, against 0.60-0.68x for the small tile in the same runs); else the small tile,
-          64 x 128, one consumer, as many stages as fit (up to 8), so twice as many SMs stream B;
-        - at least 8 waves of tiles with a partial last one (8192^3: 2048 tiles on 132 SMs): stream-K for the last
-          wave (1.05x against 0.93x in one run; at 4096^3's 3.9 waves the split costs more than the tail: 0.95x
-          against 0.99x);
+          N is cut in 64-row tiles, one consumer, a K tile of up to four 128-byte panels while a stage stays within
+          SKINNY_STAGE_BYTES, as many stages as fit (16 / 64 / 128 x 8192 x 8192: 0.99 / 0.92 / 0.95x cuBLAS, against
+          0.95 / 0.75 / 0.90x with one panel); else the small tile, 64 x 128, one consumer, as many stages as fit,
+          so twice as many SMs stream B;
+        - at least 8 waves of tiles with a partial last one and a long K (STREAMK_MIN_KTILES K tiles or more):
+          stream-K for the last wave (8192^3; at K = 1024 the fix-up of the split tiles cost 4-9%);
         - else this configuration."""
-        m, n = _extent("m", m), _extent("n", n)
+        m, n, k = _extent("m", m), _extent("n", n), _extent("k", k)
         sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
         tiles = self.tiles(m, n)
         if (self.persistent and self.cluster_m == 1 and not self.streamk and tiles >= 8 * sm_count
-                and tiles % sm_count):
+                and tiles % sm_count and k >= STREAMK_MIN_KTILES * self.k_tile):
             return self.with_(streamk=True)
         if tiles * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1) or self.swap_ab:
             return self
         small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False)
         if self.out_itemsize == 2 and m <= MAX_CTA_RANGE:
-            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m))
+            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None)
+            # the widest K tile whose stage fits SKINNY_STAGE_BYTES: fewer, larger steps through the ring
+            panels = next(p for p in (4, 2, 1) if p == 1 or ((small.bm + small.bn) * small.span * p
+                                                             <= SKINNY_STAGE_BYTES and (p - 1) * small.panel_elems < k))
+            small = small.with_(bk=panels * small.panel_elems)
         return small.with_(stages=small.stages_that_fit())
 
     @property
@@ -407,39 +416,3 @@ class GemmConfig:
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
                 + (", swapped A and B" if self.swap_ab else ""))
-
-
-# The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages, 2 consumers,
-# 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` verifies and times each value; a value the
-# kernel cannot take is refused by its rule, and the table shows which.
-CLAIMS: dict[str, tuple[str, tuple, dict]] = {
-    # claim: (field, values, other fields the sweep sets with it)
-    "swizzle choice changes performance 10-20%": ("swizzle", ("none", "32B", "64B", "128B"), {}),
-    "2-4 stages (128x256 tile: 4 fit)": ("stages", (1, 2, 3, 4), {}),
-    "2-4 stages (128x128 tile: 6 fit)": ("stages", (1, 2, 3, 4, 5, 6), {"bn": 128}),
-    "two consumer warpgroups": ("consumers", (1, 2), {}),  # 1: bm = 64 (128 accumulators a thread either way)
-    "setmaxnreg": ("setmaxnreg", (False, True), {}),
-    "persistent grid": ("persistent", (False, True), {}),
-    "(drvtma's) stream-K last wave": ("streamk", (False, True), {}),
-    "tile order keeps L2 warm": ("group_m", (1, 4, 8, 16), {}),
-    "wgmma groups in flight": ("inflight", (0, 1), {}),
-    "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),
-    "2-CTA multicast": ("cluster_m", (1, 2), {}),
-    "traditional mma ~50% of peak": ("mma", ("mma_sync", "wgmma"), {}),
-}
-
-
-def claim_configs(claim: str, base: GemmConfig | None = None) -> list[GemmConfig]:
-    """The configurations one claim sweeps (bm follows the consumer count)."""
-    field_name, values, extra = CLAIMS[claim]
-    base = (base or GemmConfig()).with_(**extra)
-    out = []
-    for v in values:
-        change = {field_name: v}
-        if field_name == "consumers":
-            change["bm"] = 64 * v
-        if field_name == "dtype" and v == "float16":
-            change["out_dtype"] = "float16"  # what torch's cuBLAS can write too (no fp16 -> bf16 there)
-        out.append(base.with_(**change))
-    return out
-
