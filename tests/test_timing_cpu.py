@@ -1,0 +1,59 @@
+"""time_launches' stream-hold check, on a fake driver and a fake host clock: a run whose issue outlasted its hold is
+timed again behind a longer hold; past the longest hold it is kept and counted as host-bound."""
+
+import pytest
+
+from drvtma.runtime import driver, kernel, timing
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    state = {"now": 0, "holds": [], "host_ns": []}
+
+    class FakeEvent:
+        def record(self, stream=None):
+            pass
+
+        def close(self):
+            pass
+
+    class FakeHold:
+        def launch(self, ns, **_):
+            state["holds"].append(ns)
+
+    def launch():  # the host spends the next scripted cost issuing this launch
+        state["now"] += state["host_ns"].pop(0) if state["host_ns"] else 1_000
+
+    monkeypatch.setattr(driver, "Event", FakeEvent)
+    monkeypatch.setattr(driver, "elapsed_ms", lambda start, end: 0.5)
+    monkeypatch.setattr(driver, "synchronize", lambda: None)
+    monkeypatch.setattr(kernel, "load_module", lambda name: type("M", (), {"kernel": lambda self, n: FakeHold()})())
+    monkeypatch.setattr(timing.time, "perf_counter_ns", lambda: state["now"])
+    state["launch"] = launch
+    return state
+
+
+def test_a_run_the_host_issued_within_its_hold_is_kept(fake):
+    t = timing.time_launches(fake["launch"], runs=3, warmups=0)
+    assert t.samples == (0.5,) * 3 and t.retaken == 0 and t.host_bound == 0
+    assert fake["holds"] == [timing.HEAD_START_NS] * 3
+
+
+def test_a_run_the_host_issued_past_its_hold_is_retaken_behind_a_longer_hold(fake):
+    fake["host_ns"] = [1_000, 250_000, 1_000, 1_000]  # the second run's issue took 250 us behind a 100 us hold
+    t = timing.time_launches(fake["launch"], runs=3, warmups=0)
+    assert t.samples == (0.5,) * 3 and t.retaken == 1 and t.host_bound == 0
+    assert fake["holds"] == [100_000, 100_000, 500_000, 500_000]  # twice the issue time, kept for the rest
+
+
+def test_past_the_longest_hold_a_run_is_kept_and_counted_host_bound(fake):
+    fake["host_ns"] = [30_000_000] * 8  # a host slower than any hold (compute-sanitizer's)
+    t = timing.time_launches(fake["launch"], runs=2, warmups=0)
+    assert len(t.samples) == 2 and t.host_bound == 2 and t.retaken == 1
+    assert fake["holds"] == [100_000, timing.MAX_HOLD_NS, timing.MAX_HOLD_NS]
+
+
+def test_no_hold_no_check(fake):
+    fake["host_ns"] = [30_000_000] * 3
+    t = timing.time_launches(fake["launch"], runs=3, warmups=0, head_start_ns=0)
+    assert t.samples == (0.5,) * 3 and t.retaken == 0 and t.host_bound == 0 and fake["holds"] == []
