@@ -283,7 +283,8 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert big.with_(cluster_m=2).for_problem(8192, 8192, 8192, 132).streamk is False
     assert fp8.for_problem(16, 8192, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
-    assert result.points[0].config == small.label() and result.points[1].config == ""
+    assert result.points[0].config == small.label() and result.points[1].config == big.label()
+    assert result.chosen(result.points[0]) == small.label() and result.chosen(result.points[1]) == ""
     assert small.label() in result.markdown("drvtma bench gemm")
 
 

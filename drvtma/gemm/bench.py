@@ -74,8 +74,7 @@ class GemmPoint:
     smi_before: dict = field(default_factory=dict)
     smi_after: dict = field(default_factory=dict)
     note: str = ""
-    config: str = ""  # the configuration that ran, where the bench chose one for the shape (for_problem)
-    ran: str = ""  # the configuration that ran, always
+    config: str = ""  # the label of the configuration that ran (for_problem's choice for the shape, or the given one)
     runs_ms: dict = field(default_factory=dict)  # every timed run, per side, in the order they ran (the CSV keeps them)
     retaken: dict = field(default_factory=dict)  # runs timed again per side: the host outlasted the stream hold
 
@@ -94,7 +93,7 @@ class GemmPoint:
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.ran, "spread": self.spread, "retaken": self.retaken}
+                "ratio": round(self.ratio, 3), "config": self.config, "spread": self.spread, "retaken": self.retaken}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:
@@ -184,14 +183,12 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
                 gemm = gemms[cfg]
                 p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
                                 alpha=alpha)
-                p.ran = cfg.label()
-                if cfg != base:
-                    p.config = cfg.label()
+                p.config = cfg.label()
                 points.append(p)
                 if p.verified:
                     record(p.figure())
                 if progress is not None:
-                    print(row_text(p), file=progress, flush=True)
+                    print(row_text(p, base.label()), file=progress, flush=True)
     finally:
         if flush_buf is not None:
             flush_buf.close()
@@ -199,13 +196,14 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
     return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs)
 
 
-def row_text(p: GemmPoint) -> str:
+def row_text(p: GemmPoint, base_label: str = "") -> str:
+    """One point as a line of text; its configuration in brackets where it is not `base_label`."""
     if not p.verified:
         return f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.note}"
     clocks = f"SM {p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')} MHz, " \
              f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')} W"
     return (f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.tflops(p.ms):7.1f} {p.tflops(p.cublas_ms):7.1f} "
-            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}" + (f"  [{p.config}]" if p.config else ""))
+            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}" + (f"  [{p.config}]" if p.config != base_label else ""))
 
 
 @dataclass
@@ -221,7 +219,15 @@ class GemmBenchResult:
                 f"median of {self.runs} runs each (ABBA halves), L2 {'flushed' if self.flush_l2 else 'warm'}; "
                 f"tolerance |d| <= 2^-7|ref| (bf16 out) + {ATOL:g} max|ref|\n"
                 f"{'dtype':<14} {'m':>6} {'n':>6} {'k':>6}  {'TFLOP/s':>7} {'cuBLAS':>7} {'ratio':>6}")
-        return "\n".join([head, *map(row_text, self.points)])
+        return "\n".join([head, *(row_text(p, self.base_label(p)) for p in self.points)])
+
+    def base_label(self, p: GemmPoint) -> str:
+        """The label of the bench's configuration at this point's type: what a point that ran it need not repeat."""
+        return self.config.with_(dtype=p.dtype).label()
+
+    def chosen(self, p: GemmPoint) -> str:
+        """The configuration the point ran, where it is not the bench's own (for_problem chose another)."""
+        return p.config if p.config != self.base_label(p) else ""
 
     def csv_text(self) -> str:
         rows = []
@@ -240,13 +246,13 @@ class GemmBenchResult:
         rows = []
         for p in self.points:
             if not p.verified:
-                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 6, p.config])
+                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 6, self.chosen(p)])
                 continue
             rows.append([p.dtype, p.m, p.n, p.k, f"{p.tflops(p.ms):.1f}", f"{p.tflops(p.cublas_ms):.1f}",
                          f"{p.ratio:.3f}", f"{p.max_error:.2f}",
                          f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
                          f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
-                         "; ".join(p.cublas_kernels)[:120], p.config])
+                         "; ".join(p.cublas_kernels)[:120], self.chosen(p)])
         table = table_text(MARKDOWN_COLUMNS, rows)
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
                           f"- timing: median of {self.runs} runs each, ABBA halves, events behind a stream hold, "
