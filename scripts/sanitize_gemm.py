@@ -24,7 +24,8 @@ from drvtma.runtime.driver import context  # noqa: E402
 CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, consumers=1),
            GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
            GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"),
-           GemmConfig(streamk=True), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8))
+           GemmConfig(streamk=True), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
+           GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5, prefetch_maps=True))
 SHAPE = (200, 264, 144)
 PINGPONG = (GemmConfig(pingpong=True, bn=128, stages=6, inflight=1), (1536, 1536, 448))
 

@@ -56,6 +56,8 @@ CONFIGS = {
     "ping-pong 64x256 e4m3 inflight 1": GemmConfig(pingpong=True, bm=64, bn=256, dtype="float8_e4m3fn", inflight=1),
     "swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
     "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
+    "swapped 64x64, 2 panels of K, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128,
+                                                                 stages=6, prefetch_maps=True),
 }
 
 
@@ -88,6 +90,7 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     panel = min(cfg.bn, 64) if cfg.swap_ab else 128 // cfg.out_itemsize
     assert ops["UTMASTG.2D"] == loops * cfg.bn // panel * cfg.m_atoms
     assert sass.has_opcode(ops, "STS.U16") == cfg.swap_ab  # the transposed staging writes one 16-bit value each
+    assert ops.get("UTMACCTL.PF", 0) == 3 * cfg.prefetch_maps  # prefetch.tensormap of A, B and C
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
     res = kernel_resources(cubin)

@@ -148,6 +148,9 @@ SCHEDULES = {
                                                      dtype="float8_e4m3fn"),
     "swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4),
     "swapped 64x16, 16 stages": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=16),
+    "swapped 64x64, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
+                                                 prefetch_maps=True),
+    "maps prefetched, stream-K": GemmConfig(streamk=True, prefetch_maps=True),
 }
 
 

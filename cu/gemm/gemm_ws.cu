@@ -22,6 +22,8 @@
 // turn barrier each, one arrival per tile, waited with the same bounded group wait as the stages).
 // GEMM_SWAP_AB = 1 (16-bit C): the host passes B as A and A as B (C^T = B . A^T, for a small M that becomes wgmma's
 // N); the epilogue writes the transposed tile, so C keeps its row-major layout.
+// GEMM_PREFETCH_MAPS = 1: the producer prefetches the three tensor maps before its first load (the first copy
+// through a map otherwise waits for the descriptor's fetch: a share of a skinny GEMM's few microseconds).
 //
 // GEMM_STREAMK = 1: the last, partial wave of tiles is split into runs of k-blocks over all CTAs (StreamK below).
 // GEMM_PROFILE = 1: per-CTA cycle counters (Stopwatch below; drvtma.gemm.profile reads them).
@@ -45,6 +47,9 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);
 #endif
 #ifndef GEMM_SWAP_AB
 #define GEMM_SWAP_AB 0
+#endif
+#ifndef GEMM_PREFETCH_MAPS
+#define GEMM_PREFETCH_MAPS 0
 #endif
 constexpr int TILE_WGS = GEMM_PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups that share one tile
 constexpr int WG_ROWS = BM / TILE_WGS;    // rows of the tile one consumer warpgroup owns
@@ -620,8 +625,14 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #if GEMM_PRODUCER_REGS
         setmaxnreg_dec<GEMM_PRODUCER_REGS>();
 #endif
-        if (threadIdx.x < 32 && elect_one()) produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, K, status,
-                                                     profile);
+        if (threadIdx.x < 32 && elect_one()) {
+#if GEMM_PREFETCH_MAPS
+            prefetch_tensormap(&map_a);
+            prefetch_tensormap(&map_b);
+            prefetch_tensormap(&map_c);
+#endif
+            produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, K, status, profile);
+        }
     } else {
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();

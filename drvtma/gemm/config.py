@@ -13,7 +13,8 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - streamk: the tiles of the last, partial wave cut into equal runs of k-blocks over all SMs (fp32 partial sums
   through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
 - pingpong: the two consumer warpgroups take whole tiles in turn (CUTLASS's ping-pong schedule), so one's
-  epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N.
+  epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N;
+- prefetch_maps: the producer prefetches the three tensor maps (prefetch.tensormap) before its first load.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class GemmConfig:
     streamk: bool = False
     pingpong: bool = False
     swap_ab: bool = False
+    prefetch_maps: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -109,7 +111,7 @@ class GemmConfig:
             value = getattr(self, name)
             if not (name == "bk" and value is None):
                 object.__setattr__(self, name, as_int(value, name, error=GemmError, rule="type"))
-        for name in ("setmaxnreg", "persistent", "streamk", "pingpong", "swap_ab"):
+        for name in ("setmaxnreg", "persistent", "streamk", "pingpong", "swap_ab", "prefetch_maps"):
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):
                 raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
@@ -346,6 +348,7 @@ class GemmConfig:
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
+            "GEMM_PREFETCH_MAPS": int(self.prefetch_maps),
         }
 
     # ---- launch shape
@@ -415,4 +418,4 @@ class GemmConfig:
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
-                + (", swapped A and B" if self.swap_ab else ""))
+                + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else ""))

@@ -27,6 +27,12 @@ template <int N = 0> __device__ __forceinline__ void bulk_wait() {
     asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// Fetch a tensor map into the TMA unit's descriptor cache ahead of its first use (a hint: the first copy through
+// the map otherwise waits for that fetch). `map` is a __grid_constant__ parameter's or a global map's generic address.
+__device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];" ::"l"(tmap_u64(map)) : "memory");
+}
+
 // ---- tiled tensor loads: coordinates are signed, dim 0 (fastest) first; c0 * elemsize must be a multiple of 16.
 __device__ __forceinline__ void tma_load_1d(void* dst, const CUtensorMap* map, int c0, u64* bar) {
     asm volatile(
