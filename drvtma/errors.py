@@ -177,6 +177,8 @@ class StoreStraddleWarning(UserWarning):
 
 def is_int(value) -> bool:
     """True for Python and NumPy integers; False for bool, float, str, None and everything else."""
+    if type(value) is int:  # the common case, without the ABC check (a bool's type is bool)
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # np.bool_ is no Integral
 
 
@@ -204,6 +206,8 @@ def as_int(value, parameter: str, *, error: type = ArgumentError, rule: str = "i
 
 def as_ints(values, parameter: str, *, error: type = ArgumentError, rule: str = "integer") -> tuple[int, ...]:
     """A tuple of ints from one int or a sequence of them (each as `as_int`, named ``parameter[i]``)."""
+    if type(values) is tuple and all(type(v) is int for v in values):  # already what this returns
+        return values
     if is_int(values):
         return (int(values),)
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):

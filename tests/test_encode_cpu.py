@@ -108,3 +108,19 @@ def test_an_encoded_spec_pickles_and_copies_without_its_memo():
     assert "_drvtma_geometry" in spec.__dict__
     for again in (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec), copy.copy(spec)):
         assert again == spec and "_drvtma_geometry" not in again.__dict__
+
+
+@pytest.mark.parametrize("value, ok", [(3, True), (np.int64(3), True), (np.uint8(7), True), (True, False),
+                                       (np.bool_(True), False), (3.0, False), ("3", False), (None, False)])
+def test_the_one_integer_test_takes_python_and_numpy_ints_only(value, ok):
+    """is_int's fast path for a plain int (every spec validation calls it dozens of times) changes no answer."""
+    from drvtma.errors import ArgumentError, as_ints, is_int
+
+    assert is_int(value) is ok
+    if ok:
+        assert as_ints((value, 2), "box") == (int(value), 2)
+    else:
+        with pytest.raises(ArgumentError, match=r"box\[0\]"):
+            as_ints((value, 2), "box")
+    plain = (1, 2, 3)
+    assert as_ints(plain, "box") is plain and as_ints([1, 2], "box") == (1, 2)
