@@ -155,10 +155,11 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25)
     assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
     lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
-    assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "k", "m", "n",
-                                                  "ratio", "retaken", "spread", "tflops")}
+    assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "host_bound", "k", "m",
+                                                  "n", "ratio", "retaken", "spread", "tflops")}
     assert lines[0]["spread"] == {"drvtma": 1.0, "cublas": 1.0}  # the fake times every run alike
     assert lines[0]["retaken"] == {"drvtma": 2, "cublas": 0}  # summed over both of drvtma's halves
+    assert lines[0]["host_bound"] == {"drvtma": 0, "cublas": 0}
     # every line names the configuration that ran: for_problem's choice for the skinny 16 x 512 (swapped A and B)
     assert [("swapped A and B" in f["config"]) for f in lines] == [False, True] * 2
     assert [f["dtype"] for f in lines] == ["bfloat16"] * 2 + ["float8_e4m3fn"] * 2

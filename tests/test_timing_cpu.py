@@ -57,3 +57,17 @@ def test_no_hold_no_check(fake):
     fake["host_ns"] = [30_000_000] * 3
     t = timing.time_launches(fake["launch"], runs=3, warmups=0, head_start_ns=0)
     assert t.samples == (0.5,) * 3 and t.retaken == 0 and t.host_bound == 0 and fake["holds"] == []
+
+
+def test_abba_times_each_side_in_two_halves_a_b_b_a_and_joins_them(fake, monkeypatch):
+    order = []
+
+    def fake_time_launches(launch, *, runs, warmups, flush=None):
+        order.append(launch)
+        return timing.Timing((1.0,) * (runs - 1) + (2.0 if launch == "a" else 1.0,), retaken=1, host_bound=0)
+
+    monkeypatch.setattr(timing, "time_launches", fake_time_launches)
+    got = timing.time_abba({"ours": "a", "theirs": "b"}, runs=6, warmups=0)
+    assert order == ["a", "b", "b", "a"]
+    assert got["ours"].samples == (1.0, 1.0, 2.0, 1.0, 1.0, 2.0) and got["ours"].retaken == 2
+    assert got["ours"].spread == 2.0 and got["theirs"].spread == 1.0 and got["theirs"].median == 1.0

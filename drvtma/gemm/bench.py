@@ -1,11 +1,10 @@
 """`drvtma bench gemm`: the drvtma GEMM against cuBLAS in one process, on the same operands, the legacy stream and
-the same CUDA events (runtime.timing.time_launches: a stream hold before each run, so only GPU time counts).
+the same CUDA events (runtime.timing.time_abba: a stream hold before each run, so only GPU time counts).
 
 For each dtype and shape: random normal operands; cuBLAS's result first, then drvtma's on a poisoned C, compared
-within a stated tolerance (a configuration that fails is reported, never timed); then both timed in ABBA order
-(drvtma, cuBLAS, cuBLAS, drvtma; half the runs each time) so clock drift under power hits both alike, the L2
-flushed (a 2 x L2 write) before every run unless --no-flush. nvidia-smi's SM clock, power and throttle reasons are
-read before and after each shape. Output: a table on stdout, gemm.csv and gemm.md with --out, and one figure line
+within a stated tolerance (a configuration that fails is reported, never timed); then both timed in ABBA halves,
+the L2 flushed (a 2 x L2 write) before every run unless --no-flush. nvidia-smi's SM clock, power and throttle
+reasons are read before and after each shape. Output: a table on stdout, gemm.csv and gemm.md with --out, and one figure line
 per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
 """
 
@@ -75,8 +74,7 @@ class GemmPoint:
     smi_after: dict = field(default_factory=dict)
     note: str = ""
     config: str = ""  # the label of the configuration that ran (for_problem's choice for the shape, or the given one)
-    runs_ms: dict = field(default_factory=dict)  # every timed run, per side, in the order they ran (the CSV keeps them)
-    retaken: dict = field(default_factory=dict)  # runs timed again per side: the host outlasted the stream hold
+    timings: dict = field(default_factory=dict)  # {"drvtma" | "cublas": runtime.timing.Timing}: every timed run
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -84,7 +82,8 @@ class GemmPoint:
     @property
     def spread(self) -> dict:
         """Slowest / fastest run, per side: how much one median can be trusted."""
-        return {side: round(max(v) / min(v), 3) for side, v in self.runs_ms.items() if v}
+        return {side: t.spread for side, t in self.timings.items()}
+
 
     @property
     def ratio(self) -> float:
@@ -93,7 +92,9 @@ class GemmPoint:
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.config, "spread": self.spread, "retaken": self.retaken}
+                "ratio": round(self.ratio, 3), "config": self.config, "spread": self.spread,
+                "retaken": {side: t.retaken for side, t in self.timings.items()},
+                "host_bound": {side: t.host_bound for side, t in self.timings.items()}}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:
@@ -120,7 +121,7 @@ def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
                 rng: np.random.Generator, alpha: float) -> GemmPoint:
     from ..runtime.driver import DeviceBuffer
-    from ..runtime.timing import time_launches
+    from ..runtime.timing import time_abba
     from .cublas import kernel_names
 
     cfg = gemm.config
@@ -140,17 +141,10 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
                 point.note = f"MISMATCH vs cuBLAS ({point.max_error:.3g} x tolerance): not timed"
                 return point
             point.smi_before = read_smi()
-            half = max(1, runs // 2)
-            # ABBA by name: `ours.launch` is a new bound method at every access, so never compare launches by `is`
-            launches, samples = {"drvtma": ours.launch, "cublas": theirs}, {"drvtma": [], "cublas": []}
-            retaken = {"drvtma": 0, "cublas": 0}
-            for name in ("drvtma", "cublas", "cublas", "drvtma"):
-                timing = time_launches(launches[name], runs=half, warmups=warmups, flush=flush)
-                samples[name].extend(timing.samples)
-                retaken[name] += timing.retaken
+            point.timings = time_abba({"drvtma": ours.launch, "cublas": theirs}, runs=runs, warmups=warmups,
+                                      flush=flush)
             point.smi_after = read_smi()
-            point.ms, point.cublas_ms = float(np.median(samples["drvtma"])), float(np.median(samples["cublas"]))
-            point.runs_ms, point.retaken = samples, retaken
+            point.ms, point.cublas_ms = point.timings["drvtma"].median, point.timings["cublas"].median
         finally:
             theirs.release()
     return point
@@ -239,7 +233,8 @@ class GemmBenchResult:
                          p.smi_after.get("sm_mhz", ""), p.smi_before.get("power_w", ""),
                          p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
                          "|".join(p.cublas_kernels).replace(",", ";"),
-                         *("|".join(f"{t:.4f}" for t in p.runs_ms.get(side, ())) for side in ("drvtma", "cublas"))])
+                         *("|".join(f"{t:.4f}" for t in p.timings[side].samples) if p.timings else ""
+                           for side in ("drvtma", "cublas"))])
         return csv_text(CSV_COLUMNS, rows)
 
     def markdown(self, command: str) -> str:
@@ -321,8 +316,7 @@ def config_changes(items) -> dict:
 
 
 def _claims_command(args, argv, base: GemmConfig, shape) -> int:
-    from .claims import run_claims
-    from .claims import CLAIMS
+    from .claims import CLAIMS, run_claims
 
     wanted = args.only_claims
     claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]

@@ -377,8 +377,8 @@ class GemmConfig:
         return clusters * self.cluster_m
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (docs/gemm.md, "Choosing a
-        configuration"):
+        """The configuration to run this problem with, measured on the H200 (docs/gemm.md, "Against cuBLAS at
+        4b24c9d"):
         - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit
           C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and
           N is cut in 64-row tiles, one consumer, a K tile of up to four 128-byte panels while a stage stays within

@@ -27,7 +27,7 @@ class ConvRow:
     ms: float
     cudnn_ms: float
     worst: float  # the largest |drvtma - cuDNN| in tolerances
-    spread: dict = field(default_factory=dict)  # slowest / fastest run, per side
+    timings: dict = field(default_factory=dict)  # {"drvtma" | "cudnn": runtime.timing.Timing}
 
     @property
     def tflops(self) -> float:
@@ -46,7 +46,9 @@ class ConvRow:
         return {"bench": "conv", "n": s.n, "h": s.h, "w": s.w, "c": s.c, "k": s.k, "r": s.r, "s": s.s,
                 "stride": s.stride, "pad": s.pad, "tflops": round(self.tflops, 1),
                 "cudnn_tflops": round(self.cudnn_tflops, 1), "ratio": round(self.ratio, 3),
-                "check_in_tolerances": round(self.worst, 3), "spread": self.spread}
+                "check_in_tolerances": round(self.worst, 3),
+                "spread": {side: t.spread for side, t in self.timings.items()},
+                "retaken": {side: t.retaken for side, t in self.timings.items()}}
 
 
 def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int = 0, config=None) -> ConvRow:
@@ -55,7 +57,7 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
     import torch
 
     from ..runtime.driver import DeviceBuffer
-    from ..runtime.timing import time_launches
+    from ..runtime.timing import time_abba
     from .reference import value_dtype
 
     torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithm in the warm-ups
@@ -75,14 +77,10 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
         op.run_checked()
         got = dy.download(bf16, (shape.n, shape.p, shape.q, shape.k)).astype(np.float32)
         worst = float((np.abs(got - ref) / (CHECK_TOLERANCE * np.maximum(np.abs(ref), 1.0))).max())
-        samples, half = {"drvtma": [], "cudnn": []}, max(1, runs // 2)
-        for side in ("drvtma", "cudnn", "cudnn", "drvtma"):
-            # both behind the same stream hold (torch launches on the legacy stream drvtma's events record on):
-            # timed without it, cuDNN's interval held torch's host dispatch and its ratio read 2-3x worse
-            launch = op.launch if side == "drvtma" else run_cudnn
-            samples[side] += time_launches(launch, runs=half, warmups=warmups).samples
-    spread = {k: round(max(v) / min(v), 3) for k, v in samples.items()}
-    return ConvRow(shape, float(np.median(samples["drvtma"])), float(np.median(samples["cudnn"])), worst, spread)
+        # both behind the same stream hold (torch launches on the legacy stream drvtma's events record on):
+        # timed without it, cuDNN's runs held torch's host dispatch
+        timings = time_abba({"drvtma": op.launch, "cudnn": run_cudnn}, runs=runs, warmups=warmups)
+    return ConvRow(shape, timings["drvtma"].median, timings["cudnn"].median, worst, timings)
 
 
 def run_conv_bench(layers=LAYERS, *, runs: int = 10, warmups: int = 3, progress=sys.stderr) -> list[ConvRow]:

@@ -53,6 +53,17 @@ class Timing:
     def best(self) -> float:
         return min(self.samples)
 
+    @property
+    def spread(self) -> float:
+        """Slowest / fastest run: how far one median can be trusted."""
+        return round(max(self.samples) / min(self.samples), 3)
+
+    @staticmethod
+    def joined(parts) -> Timing:
+        """One Timing of several, their samples in order, their counts summed."""
+        return Timing(tuple(s for t in parts for s in t.samples), sum(t.retaken for t in parts),
+                      sum(t.host_bound for t in parts))
+
 
 @contextlib.contextmanager
 def collector_off():
@@ -125,3 +136,13 @@ def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
         start.close()
         end.close()
     return Timing(tuple(samples), retaken, host_bound)
+
+
+def time_abba(launches: dict, *, runs: int, warmups: int, flush=None) -> dict:
+    """Two launches ({name: launch}) timed in halves of `runs` in the order a, b, b, a, so a drift of the clock
+    under power over the run hits both alike: {name: Timing} of each side's runs in the order they ran."""
+    (a, _), (b, _) = launches.items()
+    half, parts = max(1, runs // 2), {a: [], b: []}
+    for name in (a, b, b, a):
+        parts[name].append(time_launches(launches[name], runs=half, warmups=warmups, flush=flush))
+    return {name: Timing.joined(p) for name, p in parts.items()}
