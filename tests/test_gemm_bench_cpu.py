@@ -263,6 +263,7 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     small = big.for_problem(16, 8192, 8192, 132)  # C^T = B . A^T: M = 16 is the tile's N, 64 rows of N a tile
     # four 128-byte panels of K a stage: (64 + 16) rows x 512 B = 40 KiB <= SKINNY_STAGE_BYTES
     assert (small.swap_ab, small.bm, small.bn, small.consumers, small.k_tile, small.stages) == (True, 64, 16, 1, 256, 5)
+    assert small.prefetch_maps and not big.prefetch_maps  # one tile a CTA: the maps' first fetch is worth hiding
     assert small.check() is small and small.kernel_extents(16, 8192) == (8192, 16)
     assert [big.for_problem(m, 8192, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128,
                                                                                                   128, 256, 256]
@@ -274,7 +275,8 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert [big.for_problem(16, 8192, k, 132).k_tile for k in (64, 100, 193, 4096)] == [64, 128, 256, 256]
     # a 32-bit C cannot be swapped (its epilogue writes 16-bit rows): the small tile, as many stages as fit
     wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 8192, 132)
-    assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages) == (False, 64, 128, 1, 8)
+    assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages, wide.prefetch_maps) == (False, 64, 128, 1, 8,
+                                                                                               False)
     assert big.for_problem(4096, 4096, 4096, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
     # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more
     assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True)

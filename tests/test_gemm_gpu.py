@@ -142,11 +142,14 @@ SCHEDULES = {
     "swapped 64x64 e4m3": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, stages=8, dtype="float8_e4m3fn"),
     "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
     "swapped 64x256": GemmConfig(swap_ab=True, bm=64, bn=256, consumers=1),
-    # for_problem's skinny tiles: K tiles of 2 and 4 panels (deeper than K in the small shapes), the 16-stage ring
-    "swapped 64x16, 4 panels of K": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5),
+    # for_problem's skinny tiles (maps prefetched): K tiles of 2 and 4 panels (deeper than K in the small shapes), the
+    # 16-stage ring
+    "swapped 64x16, 4 panels of K": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5,
+                                                 prefetch_maps=True),
     "swapped 64x32 e4m3, 4 panels of K": GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=512, stages=4,
-                                                     dtype="float8_e4m3fn"),
-    "swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4),
+                                                     dtype="float8_e4m3fn", prefetch_maps=True),
+    "swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
+                                                  prefetch_maps=True),
     "swapped 64x16, 16 stages": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=16),
     "swapped 64x64, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
                                                  prefetch_maps=True),

@@ -383,8 +383,9 @@ class GemmConfig:
           C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and
           N is cut in 64-row tiles, one consumer, a K tile of up to four 128-byte panels while a stage stays within
           SKINNY_STAGE_BYTES, as many stages as fit (16 / 64 / 128 x 8192 x 8192: 0.99 / 0.92 / 0.95x cuBLAS, against
-          0.95 / 0.75 / 0.90x with one panel); else the small tile, 64 x 128, one consumer, as many stages as fit,
-          so twice as many SMs stream B;
+          0.95 / 0.75 / 0.90x with one panel), the maps prefetched (a CTA's one tile lasts microseconds: +1.1% on
+          average over the six skinny points at 30a280f), never stream-K (0.70-0.92x there); else the small tile,
+          64 x 128, one consumer, as many stages as fit, so twice as many SMs stream B;
         - at least 8 waves of tiles with a partial last one and a long K (STREAMK_MIN_KTILES K tiles or more):
           stream-K for the last wave (8192^3; at K = 1024 the fix-up of the split tiles cost 4-9%);
         - else this configuration."""
@@ -398,7 +399,8 @@ class GemmConfig:
             return self
         small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False)
         if self.out_itemsize == 2 and m <= MAX_CTA_RANGE:
-            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None)
+            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None,
+                                prefetch_maps=True)
             # the widest K tile whose stage fits SKINNY_STAGE_BYTES: fewer, larger steps through the ring
             panels = next(p for p in (4, 2, 1) if p == 1 or ((small.bm + small.bn) * small.span * p
                                                              <= SKINNY_STAGE_BYTES and (p - 1) * small.panel_elems < k))
