@@ -373,6 +373,8 @@ CASES: list[ApiCase] = [
     ApiCase("gemm-streamk-cluster", lambda: GemmConfig(streamk=True, cluster_m=2).check(), G, ("streamk",)),
     ApiCase("gemm-pingpong-str", lambda: GemmConfig(pingpong="yes").check(), G, ("pingpong",)),
     ApiCase("gemm-prefetch-maps-int", lambda: GemmConfig(prefetch_maps=1), G, ("prefetch_maps",)),
+    ApiCase("gemm-l2-promotion-name", lambda: GemmConfig(l2_promotion="512B").check(), G, ("l2_promotion",)),
+    ApiCase("gemm-l2-promotion-int", lambda: GemmConfig(l2_promotion=256), G, ("l2_promotion",)),
     ApiCase("gemm-pingpong-one-consumer", lambda: GemmConfig(pingpong=True, bm=64, consumers=1).check(), G,
             ("pingpong",)),
     ApiCase("gemm-swap-ab-f32-out", lambda: GemmConfig(swap_ab=True, out_dtype="float32").check(), G, ("out_dtype",)),

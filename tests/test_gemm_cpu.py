@@ -256,6 +256,23 @@ def test_cluster_loads_half_of_b_per_cta():
     assert cfg.defines()["GEMM_CLUSTER_M"] == 2 and solo.defines()["GEMM_CLUSTER_M"] == 1
 
 
+def test_l2_promotion_reaches_the_a_and_b_maps_only():
+    """l2_promotion widens the loads' memory requests: the A and B maps (and the convolution's im2col A map) carry
+    it; C, a store map, keeps none; the label names it when it is not the default."""
+    from drvtma.gemm.conv import ConvShape
+    from drvtma.tma.spec import L2Promotion
+
+    cfg = GemmConfig(l2_promotion="256B")
+    a, b, c = map_specs(cfg, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
+    assert (a.l2_promotion, b.l2_promotion, c.l2_promotion) == (L2Promotion.B256, L2Promotion.B256, L2Promotion.NONE)
+    plain = map_specs(GemmConfig(), 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
+    assert {s.l2_promotion for s in plain} == {L2Promotion.NONE}
+    assert "L2 promotion 256B" in cfg.label() and "L2 promotion" not in GemmConfig().label()
+    shape = ConvShape(n=2, h=9, w=11, c=64, k=128, r=3, s=3, pad=1)
+    assert shape.a_spec(cfg.with_(bm=128, bn=128)).l2_promotion == L2Promotion.B256
+    assert shape.a_spec(GemmConfig(bm=128, bn=128)).l2_promotion == L2Promotion.NONE
+
+
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
 def test_every_claim_value_compiles_or_is_refused_by_its_rule(claim):
     """Each claim of the async tensor-core article is one field: every value builds a kernel with the instructions it claims, or names

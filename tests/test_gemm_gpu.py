@@ -154,6 +154,10 @@ SCHEDULES = {
     "swapped 64x64, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
                                                  prefetch_maps=True),
     "maps prefetched, stream-K": GemmConfig(streamk=True, prefetch_maps=True),
+    # the loads' L2 promotion changes the maps, not the kernel: the same exact answers
+    "L2 promotion 256B": GemmConfig(l2_promotion="256B"),
+    "swapped 64x64, L2 promotion 128B": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
+                                                   prefetch_maps=True, l2_promotion="128B"),
 }
 
 

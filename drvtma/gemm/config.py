@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import GemmError, as_int
 from ..runtime.capabilities import HOPPER
 from ..runtime.compiler import include_dir
-from ..tma.spec import Swizzle, TensorMapSpec
+from ..tma.spec import L2Promotion, Swizzle, TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
 from ..wgmma.dtypes import M as WGMMA_M
 
@@ -53,6 +53,8 @@ _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half
                   "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
                   "e5m2": "float8_e5m2", "fp32": "float32", "f32": "float32"}
 SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B": Swizzle.B128}
+# how far the L2 widens an A or B load's requests from memory (CU_TENSOR_MAP_L2_PROMOTION_*)
+L2_PROMOTIONS = {"none": L2Promotion.NONE, "64B": L2Promotion.B64, "128B": L2Promotion.B128, "256B": L2Promotion.B256}
 
 
 def _extent(name: str, value) -> int:
@@ -102,6 +104,7 @@ class GemmConfig:
     pingpong: bool = False
     swap_ab: bool = False
     prefetch_maps: bool = False
+    l2_promotion: str = "none"
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -117,7 +120,7 @@ class GemmConfig:
                 raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
                                 "a bool")
             object.__setattr__(self, name, bool(value))
-        for name in ("swizzle", "mma"):
+        for name in ("swizzle", "mma", "l2_promotion"):
             if not isinstance(getattr(self, name), str):
                 raise GemmError("type", name, getattr(self, name), "give the name as text (e.g. swizzle='128B', "
                                 "mma='wgmma')")
@@ -228,6 +231,10 @@ class GemmConfig:
                             "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
         if self.swizzle not in SWIZZLES:
             yield GemmError("swizzle", "swizzle", self.swizzle, f"use one of {', '.join(SWIZZLES)}")
+            return
+        if self.l2_promotion not in L2_PROMOTIONS:
+            yield GemmError("l2_promotion", "l2_promotion", self.l2_promotion,
+                            f"use one of {', '.join(L2_PROMOTIONS)}", "the A and B maps' L2 promotion")
             return
         if self.consumers not in (1, 2):
             yield GemmError("consumers", "consumers", self.consumers, "use 1 or 2 consumer warpgroups")
@@ -420,4 +427,5 @@ class GemmConfig:
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
-                + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else ""))
+                + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else "")
+                + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else ""))

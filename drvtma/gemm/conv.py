@@ -19,7 +19,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import GemmConfig
+from .config import L2_PROMOTIONS, GemmConfig
 from ..errors import GemmError, as_int
 
 CONV_DTYPES = ("bfloat16", "float16")  # 16-bit operands: BK = 64 channels, one 128-byte swizzle panel per k-block
@@ -124,7 +124,8 @@ class ConvShape:
         lower, upper = self.corners
         return Im2colSpec.create(config.dtype, (self.n, self.h, self.w, self.c), lower, upper, config.panel_elems,
                                  config.bm, element_strides=(1, self.stride, self.stride, 1),
-                                 swizzle=config.box_spec("A").swizzle, base_address=address)
+                                 swizzle=config.box_spec("A").swizzle, l2_promotion=L2_PROMOTIONS[config.l2_promotion],
+                                 base_address=address)
 
     def load_coordinates(self, config: GemmConfig, tm: int, kb: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(coordinates n, h, w, c in NumPy order; offsets H, W) of the A load of tile row tm, k-block kb: what

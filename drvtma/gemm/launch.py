@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import KERNEL_NAME, KERNEL_SOURCE, GemmConfig
+from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
 from .reference import value_dtype
 from ..errors import GemmError
 from ..runtime import cubin as cubin_records
@@ -84,10 +84,11 @@ def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: i
     t = config.wgmma.tma_dtype
     sw = config.box_spec("A").swizzle
     (km, kn), (ka, kb) = config.kernel_extents(m, n), config.kernel_operands(a_addr, b_addr)
-    a = TensorMapSpec.create(t, (km, k), (config.bm, config.panel_elems), swizzle=sw, base_address=ka)
+    l2 = L2_PROMOTIONS[config.l2_promotion]
+    a = TensorMapSpec.create(t, (km, k), (config.bm, config.panel_elems), swizzle=sw, l2_promotion=l2, base_address=ka)
     # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
     b = TensorMapSpec.create(t, (kn, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
-                             base_address=kb)
+                             l2_promotion=l2, base_address=kb)
     cols = 128 // config.out_itemsize
     rows = min(config.bn, 64) if config.swap_ab else 64
     c = TensorMapSpec.create(config.out_dtype, (m, n), (rows, cols), swizzle=Swizzle.B128, base_address=c_addr)
