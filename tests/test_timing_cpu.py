@@ -71,3 +71,15 @@ def test_abba_times_each_side_in_two_halves_a_b_b_a_and_joins_them(fake, monkeyp
     assert order == ["a", "b", "b", "a"]
     assert got["ours"].samples == (1.0, 1.0, 2.0, 1.0, 1.0, 2.0) and got["ours"].retaken == 2
     assert got["ours"].spread == 2.0 and got["theirs"].spread == 1.0 and got["theirs"].median == 1.0
+
+
+def test_timing_figure_and_the_conv_figure_carry_each_sides_spread_retaken_and_host_bound():
+    from drvtma.gemm.conv import ConvShape
+    from drvtma.gemm.conv_bench import ConvRow
+
+    timings = {"drvtma": timing.Timing((1.0, 1.5), retaken=1), "cudnn": timing.Timing((2.0, 2.0), host_bound=2)}
+    want = {"spread": {"drvtma": 1.5, "cudnn": 1.0}, "retaken": {"drvtma": 1, "cudnn": 0},
+            "host_bound": {"drvtma": 0, "cudnn": 2}}
+    assert timing.timing_figure(timings) == want
+    row = ConvRow(ConvShape(n=2, h=9, w=11, c=64, k=128, r=3, s=3, pad=1), 1.25, 2.0, 0.1, timings)
+    assert {k: row.figure()[k] for k in want} == want and row.figure()["ratio"] == 1.6

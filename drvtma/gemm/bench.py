@@ -4,8 +4,8 @@ the same CUDA events (runtime.timing.time_abba: a stream hold before each run, s
 For each dtype and shape: random normal operands; cuBLAS's result first, then drvtma's on a poisoned C, compared
 within a stated tolerance (a configuration that fails is reported, never timed); then both timed in ABBA halves,
 the L2 flushed (a 2 x L2 write) before every run unless --no-flush. nvidia-smi's SM clock, power and throttle
-reasons are read before and after each shape. Output: a table on stdout, gemm.csv and gemm.md with --out, and one figure line
-per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
+reasons are read before and after each shape. Output: a table on stdout, gemm.csv and gemm.md with --out, and one
+figure line per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_JSONL.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 
 from ..runtime.figures import record_figure as record
 from ..runtime.figures import csv_text, table_text, write_report
+from ..runtime.timing import timing_figure
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 from .reference import random_operands, value_dtype
@@ -80,21 +81,13 @@ class GemmPoint:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
 
     @property
-    def spread(self) -> dict:
-        """Slowest / fastest run, per side: how much one median can be trusted."""
-        return {side: t.spread for side, t in self.timings.items()}
-
-
-    @property
     def ratio(self) -> float:
         return self.cublas_ms / self.ms
 
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.config, "spread": self.spread,
-                "retaken": {side: t.retaken for side, t in self.timings.items()},
-                "host_bound": {side: t.host_bound for side, t in self.timings.items()}}
+                "ratio": round(self.ratio, 3), "config": self.config, **timing_figure(self.timings)}
 
 
 def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16") -> float:

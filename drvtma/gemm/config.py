@@ -196,14 +196,19 @@ class GemmConfig:
     def tx_bytes(self) -> int:
         return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
 
+    @property
+    def beside_ring_bytes(self) -> int:
+        """Dynamic shared memory besides the ring: alignment slack, two staging buffers per consumer."""
+        return ALIGN_SLACK + self.consumers * 2 * EPI_BUF_BYTES
+
     def stages_that_fit(self) -> int:
         """The deepest ring (at most MAX_STAGES) of this tile that fits in shared memory beside the staging buffers."""
-        return max(1, min(MAX_STAGES, (SMEM_LIMIT - ALIGN_SLACK - self.consumers * 2 * EPI_BUF_BYTES) // self.stage_bytes))
+        return max(1, min(MAX_STAGES, (SMEM_LIMIT - self.beside_ring_bytes) // self.stage_bytes))
 
     @cached_property
     def smem_bytes(self) -> int:
         """Dynamic shared memory of one CTA: alignment slack, the ring, two staging buffers per consumer."""
-        return ALIGN_SLACK + self.stages * self.stage_bytes + self.consumers * 2 * EPI_BUF_BYTES
+        return self.beside_ring_bytes + self.stages * self.stage_bytes
 
     # ---- rules
     def check(self) -> GemmConfig:

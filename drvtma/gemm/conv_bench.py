@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime.timing import timing_figure
 from .conv import Conv2d, ConvShape
 
 LAYERS = (  # ResNet-50 at batch 32: a 3x3 of each early stage, the stride-2 3x3, a 1x1
@@ -47,8 +48,7 @@ class ConvRow:
                 "stride": s.stride, "pad": s.pad, "tflops": round(self.tflops, 1),
                 "cudnn_tflops": round(self.cudnn_tflops, 1), "ratio": round(self.ratio, 3),
                 "check_in_tolerances": round(self.worst, 3),
-                "spread": {side: t.spread for side, t in self.timings.items()},
-                "retaken": {side: t.retaken for side, t in self.timings.items()}}
+                **timing_figure(self.timings)}
 
 
 def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int = 0, config=None) -> ConvRow:

@@ -138,6 +138,12 @@ def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
     return Timing(tuple(samples), retaken, host_bound)
 
 
+def timing_figure(timings: dict) -> dict:
+    """{name: Timing} as a figure line's fields: each side's spread, retaken and host-bound runs."""
+    return {"spread": {n: t.spread for n, t in timings.items()}, "retaken": {n: t.retaken for n, t in timings.items()},
+            "host_bound": {n: t.host_bound for n, t in timings.items()}}
+
+
 def time_abba(launches: dict, *, runs: int, warmups: int, flush=None) -> dict:
     """Two launches ({name: launch}) timed in halves of `runs` in the order a, b, b, a, so a drift of the clock
     under power over the run hits both alike: {name: Timing} of each side's runs in the order they ran."""

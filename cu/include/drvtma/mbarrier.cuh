@@ -27,7 +27,8 @@ struct BarrierRun {
 
 // Thread 0 only: initialise every barrier of the runs and fence the inits for the copy engine
 // (init_block_barriers and cluster.cuh's init_cluster_barriers add the barrier that publishes them).
-__device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b, BarrierRun c = BarrierRun{nullptr, 0, 0}) {
+__device__ __forceinline__ void init_barrier_runs(BarrierRun a, BarrierRun b,
+                                                  BarrierRun c = BarrierRun{nullptr, 0, 0}) {
     for (int i = 0; i < a.count; ++i) mbar_init(&a.bars[i], a.arrivals);
     for (int i = 0; i < b.count; ++i) mbar_init(&b.bars[i], b.arrivals);
     for (int i = 0; i < c.count; ++i) mbar_init(&c.bars[i], c.arrivals);
