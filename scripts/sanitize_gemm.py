@@ -2,7 +2,8 @@
 """A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
 ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA
 cluster (B multicast), stream-K (partial sums through a workspace) and swapped-operand variants, ping-pong
-warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn barriers), and the
+warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn barriers), a
+staging buffer per panel on 153 tiles (a tile's stores still draining while the CTA's next tile runs), and the
 convolution build (A through an im2col map, padded and strided, a ragged last tile); every result compared exactly
 with NumPy on integer data; exits non-zero on a mismatch."""
 
@@ -28,13 +29,14 @@ CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, co
            GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5, prefetch_maps=True))
 SHAPE = (200, 264, 144)
 PINGPONG = (GemmConfig(pingpong=True, bn=128, stages=6, inflight=1), (1536, 1536, 448))
+WHOLE_TILE_STAGING = (GemmConfig(epilogue_buffers=4, stages=3), (2176, 2056, 192))
 
 
 def main() -> int:
     context()
     rng = np.random.default_rng(5)
     bad = 0
-    for cfg, shape in [(c, SHAPE) for c in CONFIGS] + [PINGPONG]:
+    for cfg, shape in [(c, SHAPE) for c in CONFIGS] + [PINGPONG, WHOLE_TILE_STAGING]:
         a, b = exact_operands(rng, cfg.dtype, *shape)
         got = Gemm(cfg).matmul(a, b)
         ok = np.array_equal(got.astype(np.float64), reference_gemm(a, b, out_dtype=cfg.out_dtype).astype(np.float64))

@@ -322,14 +322,14 @@ try:
         if timeout is not None:
             out["timeout_message"] = str(timeout)[:300]
     driver.synchronize()
-except CudaError as exc:
-    out["result"], out["error"] = "fault", exc.name
+except CudaError as exc:  # the driver's code and words (its enum name would read as a failed step in reports)
+    out["result"], out["error"], out["error_code"] = "fault", exc.description, exc.code
     try:
         DeviceBuffer(16).close()
         driver.synchronize()
         out["after"] = "usable"
     except CudaError as again:
-        out["after"] = again.name
+        out["after"], out["after_code"] = again.description, again.code
 print("CHILD-RESULT " + json.dumps(out))
 """
 
@@ -379,7 +379,10 @@ SEEN_TEXT = {
 
 
 def _sticky_launch_failure(out) -> bool:
-    return out["result"] == "fault" and out["error"] == "CUDA_ERROR_LAUNCH_FAILED" and out["after"] != "usable"
+    from cuda.bindings import driver as cu
+
+    return (out["result"] == "fault" and out["error_code"] == int(cu.CUresult.CUDA_ERROR_LAUNCH_FAILED)
+            and out["after"] != "usable")
 
 
 SEEN = {

@@ -278,12 +278,24 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages, wide.prefetch_maps) == (False, 64, 128, 1, 8,
                                                                                                False)
     assert big.for_problem(4096, 4096, 4096, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
-    # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more
-    assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True)
-    assert big.for_problem(8192, 8192, 1024, 132) is big
+    # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more.
+    # From 8 waves (fp8: 2) a staging buffer per epilogue panel, so a tile's stores overlap the next main loop: the
+    # four 8 KiB panels of each consumer's 64 x 256 leave room for 3 stages
+    whole = dict(epilogue_buffers=4, stages=3)
+    assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True, **whole)
+    assert big.for_problem(8192, 8192, 1024, 132) == big.with_(**whole)
+    assert big.for_problem(8192, 4096, 8192, 132) is big  # 7.75 waves
     assert fp8.for_problem(8192, 8192, 8192, 132).streamk and not fp8.for_problem(8192, 8192, 4096, 132).streamk
-    assert big.for_problem(8448, 8192, 8192, 132) is big  # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
+    assert fp8.for_problem(4096, 4096, 4096, 132) == fp8.with_(**whole)  # 3.9 waves of fp8 tiles
+    assert fp8.for_problem(2048, 2048, 2048, 132) is fp8  # one tile a CTA: nothing to overlap
+    for cfg in (big.for_problem(8192, 8192, 1024, 132), fp8.for_problem(8192, 8192, 8192, 132)):
+        assert cfg.check().smem_bytes <= 232448 and cfg.epilogue_buffers == cfg.epilogue_panels
+    # no room for 3 stages beside eight staging buffers of fp32: the 4-stage ring stays
+    assert GemmConfig(out_dtype="float32").for_problem(8192, 8192, 1024, 132) == GemmConfig(out_dtype="float32")
+    # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
+    assert big.for_problem(8448, 8192, 8192, 132) == big.with_(**whole)
     assert big.with_(cluster_m=2).for_problem(8192, 8192, 8192, 132).streamk is False
+    assert big.with_(**whole).for_problem(16, 8192, 8192, 132) == small  # the skinny tile stages its own way
     assert fp8.for_problem(16, 8192, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
     assert result.points[0].config == small.label() and result.points[1].config == big.label()

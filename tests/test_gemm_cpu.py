@@ -58,6 +58,10 @@ CONFIGS = {
     "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
     "swapped 64x64, 2 panels of K, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128,
                                                                  stages=6, prefetch_maps=True),
+    "whole-tile staging": GemmConfig(epilogue_buffers=4, stages=3),
+    "whole-tile staging e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", epilogue_buffers=4, stages=3, streamk=True),
+    "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
+    "ping-pong 128x128 whole-tile staging": GemmConfig(pingpong=True, bn=128, stages=4, epilogue_buffers=4),
 }
 
 
@@ -89,6 +93,10 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     # one store per epilogue panel: 128 B of a row, 64 rows (swapped: 64 columns of C by min(bn, 64) of its rows)
     panel = min(cfg.bn, 64) if cfg.swap_ab else 128 // cfg.out_itemsize
     assert ops["UTMASTG.2D"] == loops * cfg.bn // panel * cfg.m_atoms
+    # the async-proxy fence before the stores: one per panel, or one per tile when every panel has its own buffer
+    # (plus the barriers' initialisation fence)
+    whole_tile = cfg.epilogue_buffers >= cfg.epilogue_panels
+    assert ops["FENCE.VIEW.ASYNC.S"] == 1 + loops * (1 if whole_tile else cfg.epilogue_panels)
     assert sass.has_opcode(ops, "STS.U16") == cfg.swap_ab  # the transposed staging writes one 16-bit value each
     assert ops.get("UTMACCTL.PF", 0) == 3 * cfg.prefetch_maps  # prefetch.tensormap of A, B and C
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
@@ -194,6 +202,8 @@ def test_reference_is_exact_on_integer_data():
     ({"bk": 40}, "tile_k"), ({"bm": 128, "consumers": 1}, "accumulator_registers"), ({"stages": 17}, "stages"),
     ({"stages": 5}, "smem_capacity"), ({"producer_regs": 20}, "setmaxnreg_range"),
     ({"consumer_regs": 256}, "register_budget"), ({"group_m": 0}, "group_m"), ({"inflight": 2}, "inflight"),
+    ({"epilogue_buffers": 1}, "epilogue_buffers"), ({"epilogue_buffers": 5, "stages": 2}, "epilogue_buffers"),
+    ({"epilogue_buffers": 4}, "smem_capacity"),
 ])
 def test_rules_refuse_what_the_kernel_cannot_take(change, rule):
     with pytest.raises(GemmError) as exc:

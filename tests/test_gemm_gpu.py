@@ -158,6 +158,15 @@ SCHEDULES = {
     "L2 promotion 256B": GemmConfig(l2_promotion="256B"),
     "swapped 64x64, L2 promotion 128B": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
                                                    prefetch_maps=True, l2_promotion="128B"),
+    # a staging buffer per panel: the stores of one tile drain while the next tile's main loop runs (CTAs take two
+    # or more tiles at 2176 x 2056), or three buffers in turn
+    "whole-tile staging": GemmConfig(epilogue_buffers=4, stages=3),
+    "whole-tile staging e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", epilogue_buffers=4, stages=3,
+                                                   streamk=True),
+    "whole-tile staging f16->f32": GemmConfig(dtype="float16", out_dtype="float32", epilogue_buffers=8, stages=2),
+    "whole-tile staging cluster 2": GemmConfig(cluster_m=2, epilogue_buffers=4, stages=3),
+    "ping-pong 128x128 whole-tile staging": GemmConfig(pingpong=True, bn=128, stages=4, epilogue_buffers=4),
+    "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
 }
 
 

@@ -69,6 +69,16 @@ static_assert(STAGE_BYTES % 1024 == 0 && A_BYTES % 1024 == 0, "stages keep the 1
 constexpr int EPI_ROWS = BN < 64 ? BN : 64;
 static_assert(GEMM_SWAP_AB ? (OUT_BYTES == 2 && BN % EPI_ROWS == 0) : BN % EPI_COLS == 0,
               "the epilogue stores whole 128-byte panels");
+constexpr int EPI_W = GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS;  // columns of the tile one staging buffer takes
+constexpr int EPI_PANELS = M_ATOMS * (BN / EPI_W);          // staging panels of one warpgroup's tile
+#ifndef GEMM_EPI_BUFS
+#define GEMM_EPI_BUFS 2
+#endif
+constexpr int EPI_BUFS = GEMM_EPI_BUFS;  // staging buffers per consumer warpgroup
+static_assert(EPI_BUFS >= 2, "a panel is written while the store of the one before reads its buffer");
+// A buffer for every panel of the tile: one barrier pair and one bulk group per tile, and the stores drain while the
+// warpgroup runs its next main loop (with fewer, two barriers per panel and a wait for the store EPI_BUFS back).
+constexpr bool EPI_WHOLE_TILE = EPI_BUFS >= EPI_PANELS;
 
 #ifndef GEMM_CLUSTER_M
 #define GEMM_CLUSTER_M 1
@@ -274,6 +284,16 @@ __device__ __forceinline__ void store_one(unsigned char* at, float v) {
     *reinterpret_cast<unsigned short*>(at) = h;
 }
 
+// One staged panel of C out through TMA: rows row0.. of the tile at its columns col0.. (swapped: the tile's rows
+// are C's columns).
+__device__ __forceinline__ void tma_store_panel(const CUtensorMap* map_c, unsigned char* buf, int row0, int col0) {
+#if GEMM_SWAP_AB
+    tma_store_2d(map_c, buf, row0, col0);
+#else
+    tma_store_2d(map_c, buf, col0, row0);
+#endif
+}
+
 // ---- GEMM_CONV = 1: an implicit-GEMM forward convolution, NHWC activations [N, H, W, C] through an im2col map (A),
 // the filter [K, R, S, C] as a plain [K, R*S*C] operand (B), the output [N*P*Q, K] (C). Row m of A is output pixel
 // (n, p, q); k-block kb is filter tap (r, s) = divmod(kb / CONV_C_BLOCKS, S) and channels c0 .. c0 + BK of it. One
@@ -419,7 +439,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     // GEMM_A_WG_BYTES * cw further on (the host checked that descriptor_for gives exactly that).
     const u64 desc_a[] = {GEMM_DESC_A};
     const u64 desc_b[] = {GEMM_DESC_B};
-    unsigned char* my_staging = staging + cw * 2 * EPI_BUF_BYTES;
+    unsigned char* my_staging = staging + cw * EPI_BUFS * EPI_BUF_BYTES;
     u32 stores = 0;
     float acc[M_ATOMS][ND];
 #pragma unroll
@@ -543,47 +563,67 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             return false;
 #endif
 
-        // Epilogue: 64 rows x EPI_COLS columns at a time through a double-buffered, 128B-swizzled staging tile
-        // (swapped: 64 rows x EPI_ROWS columns of the tile, written transposed, are EPI_ROWS rows of C).
+        // Epilogue: 64 rows x EPI_COLS columns at a time through 128B-swizzled staging buffers (swapped: 64 rows x
+        // EPI_ROWS columns of the tile, written transposed, are EPI_ROWS rows of C).
         epilogue.start();
+        if (EPI_WHOLE_TILE) {
+            if (store_issuer) bulk_wait_read<0>();  // the last tile's stores have read every buffer (a main loop ago)
+            warpgroup_bar(1 + cw);
+        }
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a) {
             const int row0 = tm * BM + slot * WG_ROWS + a * 64;
             if (row0 >= M) break;  // warpgroup-uniform: the rows are past the end, nothing to store
 #pragma unroll
-            for (int p = 0; p < BN / (GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS); ++p) {
-                const int col0 = tn * BN + p * (GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS);
-                if (col0 >= N) break;
-                unsigned char* buf = my_staging + (stores & 1u) * EPI_BUF_BYTES;
-                if (store_issuer) bulk_wait_read<1>();  // the store that last read this buffer is done with it
-                warpgroup_bar(1 + cw);
+            for (int p = 0; p < BN / EPI_W; ++p) {
+                if (tn * BN + p * EPI_W >= N) break;
+                unsigned char* buf =
+                    my_staging + (EPI_WHOLE_TILE ? a * (BN / EPI_W) + p : stores % EPI_BUFS) * EPI_BUF_BYTES;
+                if (!EPI_WHOLE_TILE) {
+                    if (store_issuer) bulk_wait_read<EPI_BUFS - 1>();  // the store that last read this buffer is done
+                    warpgroup_bar(1 + cw);
+                }
 #pragma unroll
                 for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
                     const int row = acc_row(i, w, g);
+                    const int block = acc_col_block(i, w) - p * EPI_W;  // compile-time for wgmma
+                    if (block < 0 || block >= EPI_W) continue;
 #if GEMM_SWAP_AB
-                    const int block = acc_col_block(i, w) - p * EPI_ROWS;  // compile-time for wgmma
-                    if (block < 0 || block >= EPI_ROWS) continue;
 #pragma unroll
                     for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile: that row of the staged C
                         store_one(buf + staged_at(block + 2 * c + e, row * OUT_BYTES), acc[a][i + e] * alpha);
 #else
-                    const int block = acc_col_block(i, w) - p * EPI_COLS;  // compile-time for wgmma
-                    if (block < 0 || block >= EPI_COLS) continue;
                     store_pair(buf + staged_at(row, (block + 2 * c) * OUT_BYTES), acc[a][i] * alpha,
                                acc[a][i + 1] * alpha);
 #endif
                 }
-                fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
-                warpgroup_bar(1 + cw);
-                if (store_issuer) {
-#if GEMM_SWAP_AB
-                    tma_store_2d(map_c, buf, row0, col0);  // the tile's rows are C's columns
-#else
-                    tma_store_2d(map_c, buf, col0, row0);
-#endif
-                    bulk_commit();
+                if (!EPI_WHOLE_TILE) {
+                    fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
+                    warpgroup_bar(1 + cw);
+                    if (store_issuer) {
+                        tma_store_panel(map_c, buf, row0, tn * BN + p * EPI_W);
+                        bulk_commit();
+                    }
+                    ++stores;
                 }
-                ++stores;
+            }
+        }
+        if (EPI_WHOLE_TILE) {  // every panel written: one fence and barrier, then all the tile's stores
+            fence_proxy_async_shared();
+            warpgroup_bar(1 + cw);
+            if (store_issuer) {
+#pragma unroll
+                for (int a = 0; a < M_ATOMS; ++a) {
+                    const int row0 = tm * BM + slot * WG_ROWS + a * 64;
+                    if (row0 >= M) break;
+#pragma unroll
+                    for (int p = 0; p < BN / EPI_W; ++p) {
+                        if (tn * BN + p * EPI_W >= N) break;
+                        tma_store_panel(map_c, my_staging + (a * (BN / EPI_W) + p) * EPI_BUF_BYTES, row0,
+                                        tn * BN + p * EPI_W);
+                    }
+                }
+                bulk_commit();
             }
         }
         epilogue.stop();

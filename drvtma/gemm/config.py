@@ -14,7 +14,9 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
   through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
 - pingpong: the two consumer warpgroups take whole tiles in turn (CUTLASS's ping-pong schedule), so one's
   epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N;
-- prefetch_maps: the producer prefetches the three tensor maps (prefetch.tensormap) before its first load.
+- prefetch_maps: the producer prefetches the three tensor maps (prefetch.tensormap) before its first load;
+- epilogue_buffers: staging buffers (64 rows x 128 B of C) per consumer warpgroup; as many as the warpgroup's
+  tile has panels: one barrier pair per tile, and the stores drain while the next main loop runs.
 """
 
 from __future__ import annotations
@@ -42,10 +44,6 @@ EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C
 MAX_STAGES = 16  # the deepest ring: a small tile's stages are small, and a skinny GEMM streams B at the depth it has
 MAX_ACC_REGS = 128  # accumulator floats per consumer thread that fit beside the rest (fast.cu: more serialise)
 MAX_CTA_RANGE = 256  # TMA box rows
-# for_problem's choices, measured on the H200 (docs/gemm.md): a skinny GEMM's stage holds up to 48 KiB (K tiles of
-# 2-4 panels: a stage's wait, release and wgmma commit were the skinny tile's cost); stream-K only over a long K
-SKINNY_STAGE_BYTES = 48 * 1024
-STREAMK_MIN_KTILES = 64
 
 IN_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 OUT_DTYPES = {"bfloat16": (0, 2), "float16": (1, 2), "float32": (2, 4)}  # name -> (GEMM_OUT, bytes)
@@ -77,7 +75,7 @@ def generated_ns(type_name: str) -> tuple[int, ...]:
 
 
 _INT_FIELDS = ("bm", "bn", "bk", "stages", "consumers", "producer_regs", "consumer_regs", "group_m", "inflight",
-               "cluster_m")
+               "cluster_m", "epilogue_buffers")
 
 
 @dataclass(frozen=True)
@@ -105,6 +103,7 @@ class GemmConfig:
     swap_ab: bool = False
     prefetch_maps: bool = False
     l2_promotion: str = "none"
+    epilogue_buffers: int = 2
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -197,9 +196,14 @@ class GemmConfig:
         return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
 
     @property
+    def epilogue_panels(self) -> int:
+        """Staging panels of one warpgroup's tile (64 rows x 128 B of C; swapped: up to 64 of C's rows)."""
+        return self.m_atoms * (self.bn // (min(self.bn, 64) if self.swap_ab else 128 // self.out_itemsize))
+
+    @property
     def beside_ring_bytes(self) -> int:
-        """Dynamic shared memory besides the ring: alignment slack, two staging buffers per consumer."""
-        return ALIGN_SLACK + self.consumers * 2 * EPI_BUF_BYTES
+        """Dynamic shared memory besides the ring: alignment slack, the staging buffers of every consumer."""
+        return ALIGN_SLACK + self.consumers * self.epilogue_buffers * EPI_BUF_BYTES
 
     def stages_that_fit(self) -> int:
         """The deepest ring (at most MAX_STAGES) of this tile that fits in shared memory beside the staging buffers."""
@@ -207,7 +211,7 @@ class GemmConfig:
 
     @cached_property
     def smem_bytes(self) -> int:
-        """Dynamic shared memory of one CTA: alignment slack, the ring, two staging buffers per consumer."""
+        """Dynamic shared memory of one CTA: alignment slack, the ring, the staging buffers."""
         return self.beside_ring_bytes + self.stages * self.stage_bytes
 
     # ---- rules
@@ -286,6 +290,10 @@ class GemmConfig:
                             f"{MAX_ACC_REGS}", "ptxas serialises wgmma without registers to spare")
         if not 1 <= self.stages <= MAX_STAGES:
             yield GemmError("stages", "stages", self.stages, f"use 1..{MAX_STAGES}")
+        if not 2 <= self.epilogue_buffers <= max(2, self.epilogue_panels):
+            yield GemmError("epilogue_buffers", "epilogue_buffers", self.epilogue_buffers,
+                            f"use 2..{max(2, self.epilogue_panels)} (the warpgroup tile's panels)",
+                            "a panel is staged while the one before is stored; more buffers than panels are unused")
         if self.smem_bytes > SMEM_LIMIT:
             yield GemmError("smem_capacity", "stages", self.stages,
                             f"use at most {self.stages_that_fit()} stages of this tile",
@@ -360,7 +368,7 @@ class GemmConfig:
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
-            "GEMM_PREFETCH_MAPS": int(self.prefetch_maps),
+            "GEMM_PREFETCH_MAPS": int(self.prefetch_maps), "GEMM_EPI_BUFS": self.epilogue_buffers,
         }
 
     # ---- launch shape
@@ -389,35 +397,10 @@ class GemmConfig:
         return clusters * self.cluster_m
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (docs/gemm.md, "Against cuBLAS at
-        4b24c9d"):
-        - too few tiles to give every other SM one (a skinny M: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit
-          C and M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and
-          N is cut in 64-row tiles, one consumer, a K tile of up to four 128-byte panels while a stage stays within
-          SKINNY_STAGE_BYTES, as many stages as fit (16 / 64 / 128 x 8192 x 8192: 0.99 / 0.92 / 0.95x cuBLAS, against
-          0.95 / 0.75 / 0.90x with one panel), the maps prefetched (a CTA's one tile lasts microseconds: +1.1% on
-          average over the six skinny points at 30a280f), never stream-K (0.70-0.92x there); else the small tile,
-          64 x 128, one consumer, as many stages as fit, so twice as many SMs stream B;
-        - at least 8 waves of tiles with a partial last one and a long K (STREAMK_MIN_KTILES K tiles or more):
-          stream-K for the last wave (8192^3; at K = 1024 the fix-up of the split tiles cost 4-9%);
-        - else this configuration."""
-        m, n, k = _extent("m", m), _extent("n", n), _extent("k", k)
-        sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
-        tiles = self.tiles(m, n)
-        if (self.persistent and self.cluster_m == 1 and not self.streamk and tiles >= 8 * sm_count
-                and tiles % sm_count and k >= STREAMK_MIN_KTILES * self.k_tile):
-            return self.with_(streamk=True)
-        if tiles * 2 >= sm_count or (self.bm, self.bn, self.consumers) == (64, 128, 1) or self.swap_ab:
-            return self
-        small = self.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False)
-        if self.out_itemsize == 2 and m <= MAX_CTA_RANGE:
-            small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None,
-                                prefetch_maps=True)
-            # the widest K tile whose stage fits SKINNY_STAGE_BYTES: fewer, larger steps through the ring
-            panels = next(p for p in (4, 2, 1) if p == 1 or ((small.bm + small.bn) * small.span * p
-                                                             <= SKINNY_STAGE_BYTES and (p - 1) * small.panel_elems < k))
-            small = small.with_(bk=panels * small.panel_elems)
-        return small.with_(stages=small.stages_that_fit())
+        """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
+        from .choice import for_problem
+
+        return for_problem(self, m, n, k, sm_count)
 
     @property
     def cluster(self) -> tuple[int, int, int] | None:
@@ -433,4 +416,5 @@ class GemmConfig:
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
                 + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else "")
-                + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else ""))
+                + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else "")
+                + (f", {self.epilogue_buffers} staging buffers" if self.epilogue_buffers != 2 else ""))

@@ -1,0 +1,62 @@
+"""`for_problem`: the GemmConfig a problem runs with, each choice measured against cuBLAS on the H200 (docs/gemm.md).
+
+- Skinny M (too few tiles to give every other SM one: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit C and
+  M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and N is cut in
+  64-row tiles; one consumer; a K tile of up to four 128-byte panels while a stage stays within SKINNY_STAGE_BYTES
+  (one panel: 0.75x cuBLAS at 64 x 4096 x 4096, two: 0.92-0.94x); as many stages as fit; the maps prefetched (a
+  CTA's one tile lasts microseconds: +1.1% on average over the six skinny points); never stream-K (0.70-0.92x).
+  Else (a 32-bit C, or M > 256) the small tile, 64 x 128, one consumer, so twice as many SMs stream B.
+- At least 8 waves of tiles with a partial last one and a long K (STREAMK_MIN_KTILES K tiles or more): stream-K for
+  the last wave (8192^3; at K = 1024 the fix-up of the split tiles cost 4-9%).
+- Enough waves that each CTA takes several tiles (WHOLE_TILE_WAVES): a staging buffer for every epilogue panel, so
+  a tile's stores drain while the CTA's next main loop runs, at the cost of a stage (3 instead of 4 at 128 x 256).
+  Same-run ratios to the 4-stage kernel: 8192 x 8192 x 1024 1.025 (bf16) and 1.04 (e4m3), e4m3 4096^3 1.01,
+  4096 x 14336 x 4096 1.003-1.037; one to four waves of bf16 tiles (2048^3 to 4224 x 4096 x 4096) 0.985-0.996.
+"""
+
+from __future__ import annotations
+
+from ..errors import GemmError, as_int
+
+SKINNY_STAGE_BYTES = 48 * 1024  # a stage's wait, release and wgmma commit are the skinny tile's cost: few, large ones
+STREAMK_MIN_KTILES = 64
+WHOLE_TILE_WAVES = {2: 8, 1: 2}  # input bytes -> waves of tiles from which whole-tile staging pays (fp8's main
+#                                  loop is half as long per tile, so its epilogue weighs twice as much)
+MIN_STAGES = 3  # a ring shallower than this loses more than the overlap gains (2 stages: 0.82x of 3 at 8192^3)
+
+
+def for_problem(config, m: int, n: int, k: int, sm_count: int):
+    """The configuration to run C [m, n] = A [m, k] . B [n, k]^T with on `sm_count` SMs (rules above)."""
+    from .config import _extent
+
+    m, n, k = _extent("m", m), _extent("n", n), _extent("k", k)
+    sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
+    tiles = config.tiles(m, n)
+    if tiles * 2 < sm_count and (config.bm, config.bn, config.consumers) != (64, 128, 1) and not config.swap_ab:
+        return _skinny(config, m, k)
+    cfg = config
+    if (cfg.persistent and cfg.cluster_m == 1 and not cfg.streamk and tiles >= 8 * sm_count and tiles % sm_count
+            and k >= STREAMK_MIN_KTILES * cfg.k_tile):
+        cfg = cfg.with_(streamk=True)
+    if (cfg.persistent and cfg.epilogue_buffers == 2 and cfg.epilogue_panels > 2
+            and tiles >= WHOLE_TILE_WAVES[cfg.itemsize] * sm_count):
+        whole = cfg.with_(epilogue_buffers=cfg.epilogue_panels, stages=1)
+        whole = whole.with_(stages=min(cfg.stages, whole.stages_that_fit()))
+        if whole.stages >= MIN_STAGES:
+            cfg = whole
+    return cfg
+
+
+def _skinny(config, m: int, k: int):
+    from .config import MAX_CTA_RANGE
+
+    small = config.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False,
+                         epilogue_buffers=2)
+    if small.out_itemsize == 2 and m <= MAX_CTA_RANGE:
+        small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None,
+                            prefetch_maps=True)
+        # the widest K tile whose stage fits SKINNY_STAGE_BYTES, and no panel past K
+        panels = next(p for p in (4, 2, 1) if p == 1 or ((small.bm + small.bn) * small.span * p
+                                                         <= SKINNY_STAGE_BYTES and (p - 1) * small.panel_elems < k))
+        small = small.with_(bk=panels * small.panel_elems)
+    return small.with_(stages=small.stages_that_fit())
