@@ -91,8 +91,7 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
         # each (it halved the tensor issue rate on the H200); only the two cluster barriers fence at GPU scope
         assert ops.get("MEMBAR.ALL.GPU", 0) == ops["UCGABAR_ARV"]
     # one store per epilogue panel: 128 B of a row, 64 rows (swapped: 64 columns of C by min(bn, 64) of its rows)
-    panel = min(cfg.bn, 64) if cfg.swap_ab else 128 // cfg.out_itemsize
-    assert ops["UTMASTG.2D"] == loops * cfg.bn // panel * cfg.m_atoms
+    assert ops["UTMASTG.2D"] == loops * cfg.bn // cfg.epilogue_width * cfg.m_atoms == loops * cfg.epilogue_panels
     # the async-proxy fence before the stores: one per panel, or one per tile when every panel has its own buffer
     # (plus the barriers' initialisation fence)
     whole_tile = cfg.epilogue_buffers >= cfg.epilogue_panels

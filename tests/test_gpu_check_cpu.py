@@ -67,7 +67,7 @@ def test_tests_spread_over_xdist_workers_and_timing_tests_run_alone():
 
 def test_every_gemm_step_is_in_the_default_run_within_the_budget():
     names = [s["name"] for s in gpu_check.steps(False, workers=8)]
-    assert {"gemm_tests", "bench_gemm", "gemm_profile"} <= set(names)  # the claims and the conv bench: --only
+    assert {"gemm_tests", "bench_gemm", "gemm_profile", "bench_conv", "gemm_claims"} <= set(names)
     assert gpu_check.BUDGET_S <= 540
     assert all(s["timeout"] <= gpu_check.BUDGET_S for s in gpu_check.steps(False, workers=8))
 
@@ -169,19 +169,14 @@ def test_portable_build_step_counts_its_junit(tmp_path):
     assert mod.outcome_counts(tmp_path / "missing.xml")["failed"] == 1
 
 
-def test_a_named_only_step_runs_only_when_named():
-    """A step marked named_only (not yet run on a GPU, or a long sweep) stays out of the full run; every step of the
-    full run has a row in HEAD's committed report. Inside a gpu-check run the check is moot: HEAD's report is the
-    one the run replaces, and it predates any step the run's commit adds."""
+def test_every_step_of_the_full_run_has_a_row_in_the_committed_report():
+    """Every step of the full run has a row in HEAD's committed report. Inside a gpu-check run the check is moot:
+    HEAD's report is the one the run replaces, and it predates any step the run's commit adds."""
     import subprocess
 
     from drvtma import settings
 
     full = [s["name"] for s in gpu_check.steps(False, workers=8)]
-    everything = gpu_check.steps(False, 8, named_only=True)
-    assert full == [s["name"] for s in everything if not s.get("named_only")]
-    assert all(s.get("named_only") for s in everything if s["name"] not in full)
-    assert "gemm_claims" in full and "bench_gemm" in full  # the claim sweep: 77 s of the full run
     if settings.REPORT_JSONL.get():
         pytest.skip("inside a gpu-check run: HEAD's report is the one this run replaces")
     if not (ROOT / ".git").exists():

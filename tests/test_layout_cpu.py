@@ -97,3 +97,16 @@ def test_an_installed_drvtma_ships_every_kernel_and_header():
     shipped = {p for pattern in patterns for p in cu.glob(pattern)}
     needed = {p for p in cu.rglob("*") if p.suffix in (".cu", ".cuh")}
     assert needed and needed <= shipped, f"not shipped: {sorted(str(p.relative_to(cu)) for p in needed - shipped)}"
+
+
+def test_no_kernel_has_a_generic_lambda():
+    """NVRTC 13.0 (the H200 image's) takes a generic lambda (`auto` parameters) in device code for a host function
+    and refuses the kernel ("host functions are not allowed in JIT mode"); NVRTC 13.5 (CI's) compiles it, so only
+    this check catches it before a GPU run. Device code passes a typed lambda to a __device__ template instead."""
+    import re
+
+    generic = re.compile(r"\[[^\]\n]*\]\s*\([^)\n]*\bauto\b")
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "cu").rglob("*.cu*"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if generic.search(line)]
+    assert not found, f"generic lambdas in device code: {found}"
+    assert generic.search("auto f = [&](auto&& panel) {") and not generic.search("[&](int a, int p) {")

@@ -294,6 +294,24 @@ __device__ __forceinline__ void tma_store_panel(const CUtensorMap* map_c, unsign
 #endif
 }
 
+// The staging panels of a warpgroup's tile (tile tm, tn; the warpgroup's rows from `slot`) that lie inside C:
+// panel(a, p, row0, col0) for atom a's panel p, atom by atom (unrolled: a and p are compile-time). Rows past M are
+// not stored at all; the bounds are warpgroup-uniform. (A template, not a generic lambda: NVRTC 13.0 takes a generic
+// lambda in device code for a host function.)
+template <typename F>
+__device__ __forceinline__ void for_each_panel(int tm, int tn, int slot, int M, int N, F&& panel) {
+#pragma unroll
+    for (int a = 0; a < M_ATOMS; ++a) {
+        const int row0 = tm * BM + slot * WG_ROWS + a * 64;
+        if (row0 >= M) break;
+#pragma unroll
+        for (int p = 0; p < BN / EPI_W; ++p) {
+            if (tn * BN + p * EPI_W >= N) break;
+            panel(a, p, row0, tn * BN + p * EPI_W);
+        }
+    }
+}
+
 // ---- GEMM_CONV = 1: an implicit-GEMM forward convolution, NHWC activations [N, H, W, C] through an im2col map (A),
 // the filter [K, R, S, C] as a plain [K, R*S*C] operand (B), the output [N*P*Q, K] (C). Row m of A is output pixel
 // (n, p, q); k-block kb is filter tap (r, s) = divmod(kb / CONV_C_BLOCKS, S) and channels c0 .. c0 + BK of it. One
@@ -565,64 +583,51 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
 
         // Epilogue: 64 rows x EPI_COLS columns at a time through 128B-swizzled staging buffers (swapped: 64 rows x
         // EPI_ROWS columns of the tile, written transposed, are EPI_ROWS rows of C).
+        // whole tile: panel (a, p) has a buffer of its own
+        auto whole_tile_buffer = [&](int a, int p) { return my_staging + (a * (BN / EPI_W) + p) * EPI_BUF_BYTES; };
         epilogue.start();
         if (EPI_WHOLE_TILE) {
             if (store_issuer) bulk_wait_read<0>();  // the last tile's stores have read every buffer (a main loop ago)
             warpgroup_bar(1 + cw);
         }
+        for_each_panel(tm, tn, slot, M, N, [&](int a, int p, int row0, int col0) {
+            unsigned char* buf =
+                EPI_WHOLE_TILE ? whole_tile_buffer(a, p) : my_staging + stores % EPI_BUFS * EPI_BUF_BYTES;
+            if (!EPI_WHOLE_TILE) {
+                if (store_issuer) bulk_wait_read<EPI_BUFS - 1>();  // the store that last read this buffer is done
+                warpgroup_bar(1 + cw);
+            }
 #pragma unroll
-        for (int a = 0; a < M_ATOMS; ++a) {
-            const int row0 = tm * BM + slot * WG_ROWS + a * 64;
-            if (row0 >= M) break;  // warpgroup-uniform: the rows are past the end, nothing to store
-#pragma unroll
-            for (int p = 0; p < BN / EPI_W; ++p) {
-                if (tn * BN + p * EPI_W >= N) break;
-                unsigned char* buf =
-                    my_staging + (EPI_WHOLE_TILE ? a * (BN / EPI_W) + p : stores % EPI_BUFS) * EPI_BUF_BYTES;
-                if (!EPI_WHOLE_TILE) {
-                    if (store_issuer) bulk_wait_read<EPI_BUFS - 1>();  // the store that last read this buffer is done
-                    warpgroup_bar(1 + cw);
-                }
-#pragma unroll
-                for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
-                    const int row = acc_row(i, w, g);
-                    const int block = acc_col_block(i, w) - p * EPI_W;  // compile-time for wgmma
-                    if (block < 0 || block >= EPI_W) continue;
+            for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
+                const int row = acc_row(i, w, g);
+                const int block = acc_col_block(i, w) - p * EPI_W;  // compile-time for wgmma
+                if (block < 0 || block >= EPI_W) continue;
 #if GEMM_SWAP_AB
 #pragma unroll
-                    for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile: that row of the staged C
-                        store_one(buf + staged_at(block + 2 * c + e, row * OUT_BYTES), acc[a][i + e] * alpha);
+                for (int e = 0; e < 2; ++e)  // column block + 2c + e of the tile: that row of the staged C
+                    store_one(buf + staged_at(block + 2 * c + e, row * OUT_BYTES), acc[a][i + e] * alpha);
 #else
-                    store_pair(buf + staged_at(row, (block + 2 * c) * OUT_BYTES), acc[a][i] * alpha,
-                               acc[a][i + 1] * alpha);
+                store_pair(buf + staged_at(row, (block + 2 * c) * OUT_BYTES), acc[a][i] * alpha,
+                           acc[a][i + 1] * alpha);
 #endif
-                }
-                if (!EPI_WHOLE_TILE) {
-                    fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
-                    warpgroup_bar(1 + cw);
-                    if (store_issuer) {
-                        tma_store_panel(map_c, buf, row0, tn * BN + p * EPI_W);
-                        bulk_commit();
-                    }
-                    ++stores;
-                }
             }
-        }
+            if (!EPI_WHOLE_TILE) {
+                fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
+                warpgroup_bar(1 + cw);
+                if (store_issuer) {
+                    tma_store_panel(map_c, buf, row0, col0);
+                    bulk_commit();
+                }
+                ++stores;
+            }
+        });
         if (EPI_WHOLE_TILE) {  // every panel written: one fence and barrier, then all the tile's stores
             fence_proxy_async_shared();
             warpgroup_bar(1 + cw);
             if (store_issuer) {
-#pragma unroll
-                for (int a = 0; a < M_ATOMS; ++a) {
-                    const int row0 = tm * BM + slot * WG_ROWS + a * 64;
-                    if (row0 >= M) break;
-#pragma unroll
-                    for (int p = 0; p < BN / EPI_W; ++p) {
-                        if (tn * BN + p * EPI_W >= N) break;
-                        tma_store_panel(map_c, my_staging + (a * (BN / EPI_W) + p) * EPI_BUF_BYTES, row0,
-                                        tn * BN + p * EPI_W);
-                    }
-                }
+                for_each_panel(tm, tn, slot, M, N, [&](int a, int p, int row0, int col0) {
+                    tma_store_panel(map_c, whole_tile_buffer(a, p), row0, col0);
+                });
                 bulk_commit();
             }
         }

@@ -8,8 +8,9 @@
   Else (a 32-bit C, or M > 256) the small tile, 64 x 128, one consumer, so twice as many SMs stream B.
 - At least 8 waves of tiles with a partial last one and a long K (STREAMK_MIN_KTILES K tiles or more): stream-K for
   the last wave (8192^3; at K = 1024 the fix-up of the split tiles cost 4-9%).
-- Enough waves that each CTA takes several tiles (WHOLE_TILE_WAVES): a staging buffer for every epilogue panel, so
-  a tile's stores drain while the CTA's next main loop runs, at the cost of a stage (3 instead of 4 at 128 x 256).
+- Enough waves that each CTA takes several tiles (WHOLE_TILE_WAVES; wgmma only): a staging buffer for every
+  epilogue panel, so a tile's stores drain while the CTA's next main loop runs, at the cost of a stage (3 instead
+  of 4 at 128 x 256).
   Same-run ratios to the 4-stage kernel: 8192 x 8192 x 1024 1.025 (bf16) and 1.04 (e4m3), e4m3 4096^3 1.01,
   4096 x 14336 x 4096 1.003-1.037; one to four waves of bf16 tiles (2048^3 to 4224 x 4096 x 4096) 0.985-0.996.
 """
@@ -27,9 +28,9 @@ MIN_STAGES = 3  # a ring shallower than this loses more than the overlap gains (
 
 def for_problem(config, m: int, n: int, k: int, sm_count: int):
     """The configuration to run C [m, n] = A [m, k] . B [n, k]^T with on `sm_count` SMs (rules above)."""
-    from .config import _extent
+    from .config import problem_extent
 
-    m, n, k = _extent("m", m), _extent("n", n), _extent("k", k)
+    m, n, k = (problem_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
     sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
     tiles = config.tiles(m, n)
     if tiles * 2 < sm_count and (config.bm, config.bn, config.consumers) != (64, 128, 1) and not config.swap_ab:
@@ -38,9 +39,10 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int):
     if (cfg.persistent and cfg.cluster_m == 1 and not cfg.streamk and tiles >= 8 * sm_count and tiles % sm_count
             and k >= STREAMK_MIN_KTILES * cfg.k_tile):
         cfg = cfg.with_(streamk=True)
-    if (cfg.persistent and cfg.epilogue_buffers == 2 and cfg.epilogue_panels > 2
+    # measured with wgmma only (the mma.sync baseline shares the epilogue but no GPU run has timed or checked it so)
+    if (cfg.persistent and cfg.mma == "wgmma" and cfg.epilogue_buffers == 2 and cfg.epilogue_panels > 2
             and tiles >= WHOLE_TILE_WAVES[cfg.itemsize] * sm_count):
-        whole = cfg.with_(epilogue_buffers=cfg.epilogue_panels, stages=1)
+        whole = cfg.with_(epilogue_buffers=cfg.epilogue_panels)
         whole = whole.with_(stages=min(cfg.stages, whole.stages_that_fit()))
         if whole.stages >= MIN_STAGES:
             cfg = whole

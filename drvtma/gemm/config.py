@@ -55,7 +55,7 @@ SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B"
 L2_PROMOTIONS = {"none": L2Promotion.NONE, "64B": L2Promotion.B64, "128B": L2Promotion.B128, "256B": L2Promotion.B256}
 
 
-def _extent(name: str, value) -> int:
+def problem_extent(name: str, value) -> int:
     """A problem extent: an int in 1..2^31-1 (the kernel takes int32 extents)."""
     return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=2**31 - 1,
                   fix="use 1 <= value < 2^31 (the kernel takes int32 extents)")
@@ -196,9 +196,15 @@ class GemmConfig:
         return self.panels * (self.box_spec("A").expect_tx_bytes + self.box_spec("B").expect_tx_bytes)
 
     @property
+    def epilogue_width(self) -> int:
+        """Columns of the tile one staging panel (and one TMA store) takes: 128 B of C's row, 64 rows; swapped, the
+        tile's columns are C's rows: up to 64 of them, each 128 B (64 columns of C) wide."""
+        return min(self.bn, 64) if self.swap_ab else 128 // self.out_itemsize
+
+    @property
     def epilogue_panels(self) -> int:
-        """Staging panels of one warpgroup's tile (64 rows x 128 B of C; swapped: up to 64 of C's rows)."""
-        return self.m_atoms * (self.bn // (min(self.bn, 64) if self.swap_ab else 128 // self.out_itemsize))
+        """Staging panels of one warpgroup's tile."""
+        return self.m_atoms * (self.bn // self.epilogue_width)
 
     @property
     def beside_ring_bytes(self) -> int:
@@ -265,8 +271,8 @@ class GemmConfig:
             ns = [n for n in generated_ns(self.wgmma.name) if n % 64 == 0 or n < 64]
             why = "the swapped epilogue stores 64 of C's rows at a time, or all of a narrower tile's"
         else:
-            ns = [n for n in generated_ns(self.wgmma.name) if n % (128 // self.out_itemsize) == 0]
-            why = f"the epilogue stores whole {128 // self.out_itemsize}-column panels"
+            ns = [n for n in generated_ns(self.wgmma.name) if n % self.epilogue_width == 0]
+            why = f"the epilogue stores whole {self.epilogue_width}-column panels"
         if self.bn not in ns:
             yield GemmError("tile_n", "bn", self.bn, f"use one of {ns}",
                             f"one wgmma covers the tile's N (wgmma_ops.cuh wrappers), {why}")
@@ -316,7 +322,7 @@ class GemmConfig:
 
     def check_problem(self, m: int, n: int, k: int) -> None:
         """Shapes TMA can describe: 16-byte row strides of A, B (K) and C (N); int32 extents."""
-        m, n, k = (_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
+        m, n, k = (problem_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
         unit = 16 // self.itemsize
         if k % unit:
             raise GemmError("k_alignment", "k", k, f"pad K to a multiple of {unit} ({math.ceil(k / unit) * unit})",

@@ -89,8 +89,8 @@ def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: i
     # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
     b = TensorMapSpec.create(t, (kn, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
                              l2_promotion=l2, base_address=kb)
-    cols = 128 // config.out_itemsize
-    rows = min(config.bn, 64) if config.swap_ab else 64
+    # one store per staging panel: 64 rows by 128 B of C; swapped, epilogue_width of C's rows by 128 B
+    rows, cols = (config.epilogue_width, 64) if config.swap_ab else (64, config.epilogue_width)
     c = TensorMapSpec.create(config.out_dtype, (m, n), (rows, cols), swizzle=Swizzle.B128, base_address=c_addr)
     return a, b, c
 
