@@ -26,7 +26,9 @@ CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, co
            GemmConfig(inflight=1, out_dtype="float32"), GemmConfig(swizzle="none", stages=2),
            GemmConfig(mma="mma_sync"), GemmConfig(cluster_m=2), GemmConfig(cluster_m=2, dtype="float8_e5m2"),
            GemmConfig(streamk=True), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
-           GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5, prefetch_maps=True))
+           GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5, prefetch_maps=True),
+           GemmConfig(cluster_n=2), GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=256, stages=4,
+                                               prefetch_maps=True, cluster_n=2))
 SHAPE = (200, 264, 144)
 PINGPONG = (GemmConfig(pingpong=True, bn=128, stages=6, inflight=1), (1536, 1536, 448))
 WHOLE_TILE_STAGING = (GemmConfig(epilogue_buffers=4, stages=3), (2176, 2056, 192))

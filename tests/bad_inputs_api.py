@@ -367,6 +367,8 @@ CASES: list[ApiCase] = [
     ApiCase("gemm-swizzle-name", lambda: GemmConfig(swizzle="256B").check(), G, ("swizzle",)),
     ApiCase("gemm-consumers-3", lambda: GemmConfig(consumers=3).check(), G, ("consumers",)),
     ApiCase("gemm-cluster-4", lambda: GemmConfig(cluster_m=4).check(), G, ("cluster_m",)),
+    ApiCase("gemm-cluster-both-ways", lambda: GemmConfig(cluster_m=2, cluster_n=2).check(), G, ("cluster_n",)),
+    ApiCase("gemm-streamk-cluster-n", lambda: GemmConfig(streamk=True, cluster_n=2).check(), G, ("streamk",)),
     ApiCase("gemm-mma-kind", lambda: GemmConfig(mma="hmma").check(), G, ("mma",)),
     ApiCase("gemm-inflight-2", lambda: GemmConfig(inflight=2).check(), G, ("inflight",)),
     ApiCase("gemm-regs", lambda: GemmConfig(consumer_regs=300).check(), G, ("consumer_regs",)),

@@ -50,6 +50,9 @@ CONFIGS = {
     "cluster 2 e4m3": GemmConfig(cluster_m=2, dtype="float8_e4m3fn"),
     "cluster 2 128x128 none": GemmConfig(cluster_m=2, bn=128, swizzle="none"),
     "cluster 2 mma.sync": GemmConfig(cluster_m=2, mma="mma_sync"),
+    "cluster along N": GemmConfig(cluster_n=2),
+    "swapped 64x32 cluster along N": GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=128, stages=6,
+                                                prefetch_maps=True, cluster_n=2),
     "stream-K": GemmConfig(streamk=True),
     "stream-K mma.sync": GemmConfig(streamk=True, mma="mma_sync"),
     "ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6),
@@ -82,9 +85,10 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
         assert ops["LDSM.16.M88.4"] == loops * steps * (4 + cfg.bn // 64)
     else:  # one wgmma per k-step per m64 atom, unrolled (the op's full name is e.g. HGMMA.64x256x16.F32.BF16)
         assert count("QGMMA" if cfg.itemsize == 1 else "HGMMA") == loops * steps * cfg.m_atoms and not count("HMMA")
-    if cfg.cluster_m == 1:
+    if cfg.cluster_size == 1:
         assert ops["UTMALDG.2D"] == loops * 2 * cfg.panels and not sass.has_opcode(ops, "UTMALDG.2D.MULTICAST")
-    else:  # A one box per K panel; this CTA's part of B multicast into the pair; cluster barriers at both ends
+    else:  # one box per K panel of the operand a CTA keeps; its part of the shared one (B along M, A along N)
+        # multicast into the pair; cluster barriers at both ends
         assert ops["UTMALDG.2D"] == ops["UTMALDG.2D.MULTICAST"] == cfg.panels
         assert ops["UCGABAR_ARV"] >= 2 and ops["UCGABAR_WAIT"] >= 2
         # stages go back to the pair with CTA-scope remote arrives: a cluster-scope release costs a MEMBAR.ALL.GPU
@@ -102,7 +106,7 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
     res = kernel_resources(cubin)
     assert 0 < res.registers * cfg.threads <= 65536
-    if cfg.mma == "mma_sync" and cfg.cluster_m > 1:
+    if cfg.mma == "mma_sync" and cfg.cluster_size > 1:
         # the one combination ptxas (168 registers for the whole kernel) spills a word in: measured, not timed
         assert res.frame_bytes <= 8
     elif cfg.setmaxnreg or cfg.consumers == 1:
@@ -251,18 +255,29 @@ def test_smem_and_grid():
     assert pair.grid(8192, 8192, 132) == 132 and pair.with_(persistent=False).grid(8192, 8192, 132) == 64 * 32
     assert pair.grid(300, 512, 132) == 2 * 2 * 2 and pair.with_(persistent=False).grid(130, 256, 132) == 2
     assert pair.grid(8192, 8192, 133) == 132  # whole clusters only
+    cols = cfg.with_(cluster_n=2)  # pairs along N: an odd number of tile columns still takes a whole pair
+    assert cols.cluster == (2, 1, 1) and cols.cluster_tiles(300, 2056) == 3 * 5
+    assert cols.with_(persistent=False).grid(300, 2056, 132) == 2 * 3 * 5 and cols.grid(300, 2056, 132) == 30
 
 
-def test_cluster_loads_half_of_b_per_cta():
-    """A pair's CTAs each load a full A box and half the B tile's rows; both halves land in each CTA."""
-    cfg, solo = GemmConfig(cluster_m=2), GemmConfig()
+@pytest.mark.parametrize("pair, solo", [
+    ("cluster_m", GemmConfig()), ("cluster_n", GemmConfig()),
+    ("cluster_n", GemmConfig(swap_ab=True, bm=128, bn=64, consumers=1, bk=128)),  # shared A: C's B, the large one
+], ids=["along M", "along N", "along N swapped"])
+def test_a_pair_loads_half_of_the_shared_tile_per_cta(pair, solo):
+    """A pair's CTAs each load a full box of the operand they keep and half the shared tile's rows (B along M, A
+    along N); both halves land in each CTA: the same stage, tx bytes and shared memory as alone."""
+    cfg = solo.with_(**{pair: 2})
+    shared, rows = (1, cfg.bn) if pair == "cluster_m" else (0, cfg.bm)
     specs = map_specs(cfg, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
     alone = map_specs(solo, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
-    assert specs[0].box == alone[0].box and specs[2].box == alone[2].box
-    assert sorted(specs[1].box) == sorted((cfg.bn // 2, cfg.panel_elems)) and max(alone[1].box) == cfg.bn
-    assert specs[1].smem_bytes * 2 == alone[1].smem_bytes
+    assert specs[1 - shared].box == alone[1 - shared].box and specs[2].box == alone[2].box
+    assert sorted(specs[shared].box) == sorted((rows // 2, cfg.panel_elems)) and max(alone[shared].box) == rows
+    assert specs[shared].smem_bytes * 2 == alone[shared].smem_bytes
     assert cfg.tx_bytes == solo.tx_bytes and cfg.smem_bytes == solo.smem_bytes
-    assert cfg.defines()["GEMM_CLUSTER_M"] == 2 and solo.defines()["GEMM_CLUSTER_M"] == 1
+    define = f"GEMM_{pair.upper()}"
+    assert (cfg.defines()[define], solo.defines()[define]) == (2, 1)
+    assert ("along N (A multicast)" in cfg.label()) == (pair == "cluster_n")
 
 
 def test_l2_promotion_reaches_the_a_and_b_maps_only():

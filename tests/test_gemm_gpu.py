@@ -167,6 +167,14 @@ SCHEDULES = {
     "whole-tile staging cluster 2": GemmConfig(cluster_m=2, epilogue_buffers=4, stages=3),
     "ping-pong 128x128 whole-tile staging": GemmConfig(pingpong=True, bn=128, stages=4, epilogue_buffers=4),
     "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
+    # pairs along N sharing A (an odd number of tile columns at 2056, 776 and 520: the last pair's second CTA only
+    # loads its half of A); swapped, the shared A is C's B, the large operand (the skinny tiles' cluster)
+    "cluster along N": GemmConfig(cluster_n=2),
+    "cluster along N e4m3 tile per CTA": GemmConfig(cluster_n=2, persistent=False, dtype="float8_e4m3fn"),
+    "swapped 64x32 cluster along N, 4 panels of K": GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=256,
+                                                                stages=4, prefetch_maps=True, cluster_n=2),
+    "swapped 128x64 e4m3 cluster along N": GemmConfig(swap_ab=True, bm=128, bn=64, consumers=1, bk=256, stages=4,
+                                                      dtype="float8_e4m3fn", prefetch_maps=True, cluster_n=2),
 }
 
 

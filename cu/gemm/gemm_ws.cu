@@ -13,7 +13,9 @@
 // tile. Each CTA loads its own A and half of B, multicast into both CTAs at the same offset, so B crosses L2 once
 // per pair. A stage goes back to a producer only when the consumers of both CTAs are done with it (each consumer
 // warp arrives on the empty barrier of every CTA of the pair), and every CTA's full barrier counts the bytes both
-// halves land in it (the same GEMM_TX_BYTES as without the cluster).
+// halves land in it (the same GEMM_TX_BYTES as without the cluster). GEMM_CLUSTER_N = 2: the same with pairs
+// along N, tiles (m, 2p) and (m, 2p + 1), sharing A (cuBLAS's plan for skinny C^T: the large operand crosses L2
+// once per pair while twice as many SMs stream it).
 //
 // GEMM_PINGPONG = 1: the two consumer warpgroups take the CTA's tiles in turn, each a whole tile (BM rows), so one
 // runs its epilogue while the other's main loop keeps the tensor cores busy. A warpgroup passes the stages of the
@@ -83,12 +85,17 @@ constexpr bool EPI_WHOLE_TILE = EPI_BUFS >= EPI_PANELS;
 #ifndef GEMM_CLUSTER_M
 #define GEMM_CLUSTER_M 1
 #endif
-constexpr int CLUSTER = GEMM_CLUSTER_M;          // CTAs along M sharing one B tile
-constexpr u32 B_PART_BYTES = B_BOX_BYTES / CLUSTER;  // the slice of each B panel one CTA of the pair loads
-constexpr int B_PART_ROWS = BN / CLUSTER;
-constexpr int GROUP = GEMM_GROUP_M / CLUSTER > 0 ? GEMM_GROUP_M / CLUSTER : 1;  // tile order, in cluster rows
-static_assert(CLUSTER == 1 || CLUSTER == 2, "pairs along M, or no cluster");
-static_assert(B_PART_ROWS % 8 == 0, "each multicast slice starts on a swizzle-pattern boundary (8 rows)");
+#ifndef GEMM_CLUSTER_N
+#define GEMM_CLUSTER_N 1
+#endif
+#define GEMM_CLUSTERED (GEMM_CLUSTER_M * GEMM_CLUSTER_N > 1)
+constexpr int CLUSTER = GEMM_CLUSTER_M * GEMM_CLUSTER_N;  // CTAs sharing one operand tile: B along M, A along N
+constexpr bool SHARE_A = GEMM_CLUSTER_N > 1;
+constexpr u32 PART_BYTES = (SHARE_A ? A_BOX_BYTES : B_BOX_BYTES) / CLUSTER;  // the slice of each shared panel
+constexpr int PART_ROWS = (SHARE_A ? BM : BN) / CLUSTER;                     // one CTA of the pair loads
+constexpr int GROUP = GEMM_GROUP_M / GEMM_CLUSTER_M > 0 ? GEMM_GROUP_M / GEMM_CLUSTER_M : 1;  // in cluster rows
+static_assert(CLUSTER == 1 || CLUSTER == 2, "pairs along M or along N, or no cluster");
+static_assert(PART_ROWS % 8 == 0, "each multicast slice starts on a swizzle-pattern boundary (8 rows)");
 
 // Barrier ids and call sites in DrvtmaStatus (drvtma.gemm.launch names them).
 constexpr u32 kBarFull = 0, kBarEmpty = 1, kBarTurn = 4;
@@ -157,8 +164,8 @@ __device__ __forceinline__ int acc_col_block(int i, int w) {
 __device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
 // Tile index -> (tile row, tile column): GROUP tile rows are walked column by column, so the CTAs running at the
-// same time share A rows and B columns in L2 (1 = row-major order). With a cluster the walk is over cluster rows
-// (CLUSTER tile rows each); the CTA of rank r takes tile row CLUSTER * row + r of them.
+// same time share A rows and B columns in L2 (1 = row-major order). With a cluster the walk is over cluster tiles
+// (walk_coords: the CTA of rank r takes tile row or column 2c + r of cluster row or column c).
 __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int& tm, int& tn) {
     const int per_group = GROUP * tiles_n;
     const int group = tile / per_group;
@@ -169,21 +176,23 @@ __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, 
     tn = in_group / rows;
 }
 
-// The walk of one CTA over rows x tiles_n cluster tiles: its cluster's index, then every (clusters)-th one.
+// The walk of one CTA over rows x cols cluster tiles: its cluster's index, then every (clusters)-th one.
 // Read from the special registers where used (fewer live registers: the mma.sync consumers have none to spare).
 __device__ __forceinline__ int first_tile() { return blockIdx.x / CLUSTER; }
 __device__ __forceinline__ int tile_step() { return gridDim.x / CLUSTER; }
 __device__ __forceinline__ u32 pair_rank() {
-#if GEMM_CLUSTER_M > 1
+#if GEMM_CLUSTERED
     return cluster_ctarank();
 #else
     return 0;
 #endif
 }
-// A cluster tile -> this CTA's tile. A tile row past M (odd tile rows) still loads its part of B for the peer.
-__device__ __forceinline__ void walk_coords(int tile, int rows, int tiles_n, int& tm, int& tn) {
-    tile_coords(tile, rows, tiles_n, tm, tn);
-    tm = tm * CLUSTER + pair_rank();
+// A cluster tile -> this CTA's tile (pairs along M: tile rows 2r, 2r + 1; along N: tile columns). A tile past M
+// or N (the odd one out) still loads its part of the shared operand for the peer.
+__device__ __forceinline__ void walk_coords(int tile, int rows, int cols, int& tm, int& tn) {
+    tile_coords(tile, rows, cols, tm, tn);
+    tm = tm * GEMM_CLUSTER_M + (SHARE_A ? 0 : pair_rank());
+    tn = tn * GEMM_CLUSTER_N + (SHARE_A ? pair_rank() : 0);
 }
 
 // ---- the work of one CTA (GEMM_STREAMK=0: whole tiles, its cluster's index and every (clusters)-th one after).
@@ -335,13 +344,13 @@ __device__ __forceinline__ void conv_load_a(unsigned char* stage, const CUtensor
 #endif
 
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b, int rows, int tiles_n, int K,
+                                        const CUtensorMap* map_b, int rows, int cols, int K,
                                         DrvtmaStatus* status, u64* profile) {
     RingCursor rc;
     Stopwatch empty_wait;
-    for_each_run(StreamK(rows * tiles_n, (K + BK - 1) / BK), [&](int tile, int kb0, int kb1) {
+    for_each_run(StreamK(rows * cols, (K + BK - 1) / BK), [&](int tile, int kb0, int kb1) {
         int tm, tn;
-        walk_coords(tile, rows, tiles_n, tm, tn);
+        walk_coords(tile, rows, cols, tm, tn);
         for (int kb = kb0; kb < kb1; ++kb) {
             // parity phase ^ 1: a fresh barrier counts as released, so the first pass over the ring does not wait
             empty_wait.start();
@@ -358,18 +367,29 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             conv_load_a(stage, map_a, tm, kb, bar);
 #else
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p)
+            for (int p = 0; p < PANELS; ++p) {
+#if GEMM_CLUSTERED
+                if (SHARE_A) {
+                    tma_load_multicast_2d(stage + p * A_BOX_BYTES + pair_rank() * PART_BYTES, map_a,
+                                          kb * BK + p * PANEL_ELEMS, tm * BM + pair_rank() * PART_ROWS, bar,
+                                          (u16)((1u << CLUSTER) - 1));
+                    continue;
+                }
+#endif
                 tma_load_2d(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, bar);
+            }
 #endif
 #pragma unroll
             for (int p = 0; p < PANELS; ++p) {
-#if GEMM_CLUSTER_M > 1
-                tma_load_multicast_2d(stage + A_BYTES + p * B_BOX_BYTES + pair_rank() * B_PART_BYTES, map_b,
-                                      kb * BK + p * PANEL_ELEMS, tn * BN + pair_rank() * B_PART_ROWS, bar,
-                                      (u16)((1u << CLUSTER) - 1));
-#else
-                tma_load_2d(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, bar);
+#if GEMM_CLUSTERED
+                if (!SHARE_A) {
+                    tma_load_multicast_2d(stage + A_BYTES + p * B_BOX_BYTES + pair_rank() * PART_BYTES, map_b,
+                                          kb * BK + p * PANEL_ELEMS, tn * BN + pair_rank() * PART_ROWS, bar,
+                                          (u16)((1u << CLUSTER) - 1));
+                    continue;
+                }
 #endif
+                tma_load_2d(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, bar);
             }
             rc.advance(STAGES);
         }
@@ -384,7 +404,7 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
 // barrier, and with a cluster on the peer's too (the peer's producer multicasts into this CTA's stage).
 __device__ __forceinline__ void release(u64* empty, int stage) {
     if ((threadIdx.x & 31) != 0) return;
-#if GEMM_CLUSTER_M > 1
+#if GEMM_CLUSTERED
 #pragma unroll
     for (u32 r = 0; r < CLUSTER; ++r) mbar_remote_arrive_cta(&empty[stage], r);
 #else
@@ -446,7 +466,7 @@ __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* w
 }
 
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty, u64* turns,
-                                        const CUtensorMap* map_c, int M, int N, int rows, int tiles_n,
+                                        const CUtensorMap* map_c, int M, int N, int rows, int cols,
                                         int K, float alpha, DrvtmaStatus* status, u64* profile,
                                         float* workspace, u32* flags, u32 epoch) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
@@ -473,7 +493,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     // from K here, not passed in: a kblocks computed before the role split stays live through it, and NVRTC
     // 13.0's ptxas spilled that word in the mma.sync consumers (168 registers: 128 accumulators, 20 fragments)
     const int kblocks = (K + BK - 1) / BK;
-    const StreamK sk(rows * tiles_n, kblocks);
+    const StreamK sk(rows * cols, kblocks);
 #if GEMM_PINGPONG
     u32 turn = 0, turns_waited = 0;  // the CTA's tiles so far; this warpgroup's waits for its turn
 #endif
@@ -491,7 +511,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
             return false;
 #endif
         int tm, tn;
-        walk_coords(tile, rows, tiles_n, tm, tn);
+        walk_coords(tile, rows, cols, tm, tn);
         int previous = -1;
         bool ok = true;
         for (int kb = kb0; kb < kb1; ++kb) {
@@ -658,8 +678,9 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     unsigned char* ring = align_smem_1024(smem_raw);
     unsigned char* staging = ring + STAGES * STAGE_BYTES;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-    const int rows = (tiles_m + CLUSTER - 1) / CLUSTER;  // cluster rows of tiles
-#if GEMM_CLUSTER_M > 1
+    const int rows = (tiles_m + GEMM_CLUSTER_M - 1) / GEMM_CLUSTER_M;  // cluster rows and columns of tiles
+    const int cols = (tiles_n + GEMM_CLUSTER_N - 1) / GEMM_CLUSTER_N;
+#if GEMM_CLUSTERED
     // every consumer warp of both CTAs releases each stage; the cluster barrier inside makes the barriers of
     // each CTA visible to the peer before any multicast or remote arrival reaches them
     init_cluster_barriers({full, STAGES, 1}, {empty, STAGES, 4 * TILE_WGS * CLUSTER}, {turns, 2, 1});
@@ -676,16 +697,16 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
             prefetch_tensormap(&map_b);
             prefetch_tensormap(&map_c);
 #endif
-            produce(ring, full, empty, &map_a, &map_b, rows, tiles_n, K, status, profile);
+            produce(ring, full, empty, &map_a, &map_b, rows, cols, K, status, profile);
         }
     } else {
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, turns, &map_c, M, N, rows, tiles_n, K, alpha, status, profile, workspace,
+        consume(ring, staging, full, empty, turns, &map_c, M, N, rows, cols, K, alpha, status, profile, workspace,
                 flags, epoch);
     }
-#if GEMM_CLUSTER_M > 1
+#if GEMM_CLUSTERED
     cluster_sync();  // the peer may still arrive on this CTA's empty barriers: stay until both are done
 #endif
 }

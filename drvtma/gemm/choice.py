@@ -36,7 +36,7 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int):
     if tiles * 2 < sm_count and (config.bm, config.bn, config.consumers) != (64, 128, 1) and not config.swap_ab:
         return _skinny(config, m, k)
     cfg = config
-    if (cfg.persistent and cfg.cluster_m == 1 and not cfg.streamk and tiles >= 8 * sm_count and tiles % sm_count
+    if (cfg.persistent and cfg.cluster_size == 1 and not cfg.streamk and tiles >= 8 * sm_count and tiles % sm_count
             and k >= STREAMK_MIN_KTILES * cfg.k_tile):
         cfg = cfg.with_(streamk=True)
     # measured with wgmma only (the mma.sync baseline shares the epilogue but no GPU run has timed or checked it so)

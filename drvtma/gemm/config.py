@@ -8,7 +8,7 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - persistent: one CTA per SM walking tiles, or one tile per CTA; group_m: tile order (1 = row-major);
 - inflight: wgmma groups left running while the next stage is issued (0 or 1);
 - dtype: bf16 / fp16 / fp8 ("FP8 1.5-2x FP16"); cluster_m: 2 = CTA pairs along M, each loading half of the
-  shared B tile and multicasting it into both (fast.cu's 2x1 cluster);
+  shared B tile and multicasting it into both (fast.cu's 2x1 cluster); cluster_n: 2 = pairs along N sharing A;
 - mma: "wgmma", or "mma_sync" (ldmatrix + mma.sync on the same ring: "traditional mma ~50% of peak");
 - streamk: the tiles of the last, partial wave cut into equal runs of k-blocks over all SMs (fp32 partial sums
   through a workspace), so no SM idles at the end (what bounds 4096^3: 512 tiles on 132 SMs).
@@ -75,7 +75,7 @@ def generated_ns(type_name: str) -> tuple[int, ...]:
 
 
 _INT_FIELDS = ("bm", "bn", "bk", "stages", "consumers", "producer_regs", "consumer_regs", "group_m", "inflight",
-               "cluster_m", "epilogue_buffers")
+               "cluster_m", "cluster_n", "epilogue_buffers")
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class GemmConfig:
     group_m: int = 8
     inflight: int = 0
     cluster_m: int = 1
+    cluster_n: int = 1
     mma: str = "wgmma"
     streamk: bool = False
     pingpong: bool = False
@@ -238,12 +239,16 @@ class GemmConfig:
         if self.mma not in ("wgmma", "mma_sync"):
             yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the article's traditional-mma "
                             "baseline)")
-        if self.streamk and (not self.persistent or self.cluster_m != 1):
-            yield GemmError("streamk_schedule", "streamk", self.streamk, "use persistent=True and cluster_m=1 with it",
+        if self.streamk and (not self.persistent or self.cluster_size != 1):
+            yield GemmError("streamk_schedule", "streamk", self.streamk,
+                            "use persistent=True and cluster_m=cluster_n=1 with it",
                             "stream-K splits the last wave over one CTA per SM, without clusters")
         if self.cluster_m not in (1, 2):
             yield GemmError("cluster_size", "cluster_m", self.cluster_m, "use 1 or 2",
                             "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
+        if self.cluster_n not in (1, 2) or self.cluster_size > 2:
+            yield GemmError("cluster_size", "cluster_n", self.cluster_n, "use 1, or 2 with cluster_m=1",
+                            "the kernel pairs CTAs along M to share B, or along N to share A: not both")
         if self.swizzle not in SWIZZLES:
             yield GemmError("swizzle", "swizzle", self.swizzle, f"use one of {', '.join(SWIZZLES)}")
             return
@@ -373,6 +378,7 @@ class GemmConfig:
             "GEMM_GROUP_M": self.group_m, "GEMM_INFLIGHT": self.inflight,
             "GEMM_IN": list(IN_DTYPES).index(self.dtype), "GEMM_IN_BYTES": self.itemsize,
             "GEMM_MMA_SYNC": int(self.mma == "mma_sync"), "GEMM_CLUSTER_M": self.cluster_m,
+            "GEMM_CLUSTER_N": self.cluster_n,
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
             "GEMM_PREFETCH_MAPS": int(self.prefetch_maps), "GEMM_EPI_BUFS": self.epilogue_buffers,
         }
@@ -391,16 +397,16 @@ class GemmConfig:
         return math.ceil(m / self.bm) * math.ceil(n / self.bn)
 
     def cluster_tiles(self, m: int, n: int) -> int:
-        """Units of work of one cluster: cluster_m tile rows (the last one may run past M) by one tile column."""
-        return math.ceil(math.ceil(m / self.bm) / self.cluster_m) * math.ceil(n / self.bn)
+        """Units of work of one cluster: cluster_m tile rows by cluster_n tile columns (the last may run past M, N)."""
+        return math.ceil(math.ceil(m / self.bm) / self.cluster_m) * math.ceil(math.ceil(n / self.bn) / self.cluster_n)
 
     def grid(self, m: int, n: int, sm_count: int) -> int:
         """CTAs: persistent, one per SM (at most one cluster per cluster tile); else one cluster per cluster tile."""
         units = self.cluster_tiles(m, n)
         if self.streamk:  # one CTA per SM, whatever the tile count: the split runs spread over all of them
             return sm_count
-        clusters = min(units, sm_count // self.cluster_m) if self.persistent else units
-        return clusters * self.cluster_m
+        clusters = min(units, sm_count // self.cluster_size) if self.persistent else units
+        return clusters * self.cluster_size
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int) -> GemmConfig:
         """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
@@ -411,7 +417,12 @@ class GemmConfig:
     @property
     def cluster(self) -> tuple[int, int, int] | None:
         """The launch's cluster shape (None: no cluster)."""
-        return (self.cluster_m, 1, 1) if self.cluster_m > 1 else None
+        return (self.cluster_size, 1, 1) if self.cluster_size > 1 else None
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs of one cluster (a pair along M or N, or one)."""
+        return self.cluster_m * self.cluster_n
 
     def label(self) -> str:
         regs = f"{self.producer_regs}/{self.consumer_regs}" if self.setmaxnreg else "off"
@@ -420,6 +431,7 @@ class GemmConfig:
                 f"{'persistent' if self.persistent else 'tile per CTA'}, group_m {self.group_m}, "
                 f"inflight {self.inflight}" + (", mma.sync" if self.mma == "mma_sync" else "")
                 + (f", {self.cluster_m}-CTA cluster (B multicast)" if self.cluster_m > 1 else "")
+                + (f", {self.cluster_n}-CTA cluster along N (A multicast)" if self.cluster_n > 1 else "")
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
                 + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else "")
                 + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else "")

@@ -75,7 +75,7 @@ class ConvShape:
         if config.dtype not in CONV_DTYPES:
             raise GemmError("conv_dtype", "dtype", config.dtype, f"use {' or '.join(CONV_DTYPES)}",
                             "the convolution's k-blocks are 64 channels of a 16-bit type")
-        if config.mma != "wgmma" or config.cluster_m != 1 or config.swap_ab:
+        if config.mma != "wgmma" or config.cluster_size != 1 or config.swap_ab:
             raise GemmError("conv_config", "config", config.label(),
                             "use the wgmma path without a cluster or swapped operands",
                             "the convolution is built on the persistent wgmma GEMM only")

@@ -85,8 +85,9 @@ def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: i
     sw = config.box_spec("A").swizzle
     (km, kn), (ka, kb) = config.kernel_extents(m, n), config.kernel_operands(a_addr, b_addr)
     l2 = L2_PROMOTIONS[config.l2_promotion]
-    a = TensorMapSpec.create(t, (km, k), (config.bm, config.panel_elems), swizzle=sw, l2_promotion=l2, base_address=ka)
-    # with a cluster each CTA loads (and multicasts) its 1 / cluster_m of the B tile's rows
+    # with a cluster each CTA loads (and multicasts) its half of the shared tile's rows: B's along M, A's along N
+    a = TensorMapSpec.create(t, (km, k), (config.bm // config.cluster_n, config.panel_elems), swizzle=sw,
+                             l2_promotion=l2, base_address=ka)
     b = TensorMapSpec.create(t, (kn, k), (config.bn // config.cluster_m, config.panel_elems), swizzle=sw,
                              l2_promotion=l2, base_address=kb)
     # one store per staging panel: 64 rows by 128 B of C; swapped, epilogue_width of C's rows by 128 B

@@ -59,7 +59,7 @@ class RingProfile:
 
     def summary(self) -> dict:
         return {"bench": "gemm_profile", "dtype": self.config.dtype, "m": self.m, "n": self.n, "k": self.k,
-                "cluster_m": self.config.cluster_m, "ctas": len(self.per_cta),
+                "cluster_m": self.config.cluster_m, "cluster_n": self.config.cluster_n, "ctas": len(self.per_cta),
                 "clock_mhz": round(self.clock_mhz), "issue_rate": round(self.issue_rate, 3),
                 "full_wait": round(self.fraction("full_wait"), 3),
                 "empty_wait": round(self.fraction("empty_wait"), 3),
@@ -94,7 +94,7 @@ def profile_gemm(config: GemmConfig, m: int, n: int, k: int, *, rng=None, runs: 
             op.run_checked()
         per_cta = counters.download(np.uint64, (op.grid, len(SLOTS)))
     result = RingProfile(config, m, n, k, per_cta)
-    expected = config.cluster_tiles(*config.kernel_extents(m, n)) * config.cluster_m
+    expected = config.cluster_tiles(*config.kernel_extents(m, n)) * config.cluster_size
     if int(result.column("tiles").sum()) != expected:  # every CTA wrote its counters, each tile counted once
         raise RuntimeError(f"profile counted {int(result.column('tiles').sum())} tiles, the problem has {expected}")
     return result
