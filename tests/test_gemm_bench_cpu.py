@@ -12,6 +12,7 @@ import pytest
 
 from drvtma.gemm import bench, claims
 from drvtma.gemm.claims import CLAIMS
+from drvtma.errors import GemmError
 from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.reference import reference_gemm, value_dtype
 
@@ -277,14 +278,15 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 8192, 132)
     assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages, wide.prefetch_maps) == (False, 64, 128, 1, 8,
                                                                                                False)
-    assert big.for_problem(4096, 4096, 4096, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
+    assert big.for_problem(2048, 2048, 2048, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
     # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more.
     # From 8 waves (fp8: 2) a staging buffer per epilogue panel, so a tile's stores overlap the next main loop: the
     # four 8 KiB panels of each consumer's 64 x 256 leave room for 3 stages
-    whole = dict(epilogue_buffers=4, stages=3)
-    assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True, **whole)
-    assert big.for_problem(8192, 8192, 1024, 132) == big.with_(**whole)
-    assert big.for_problem(8192, 4096, 8192, 132) is big  # 7.75 waves
+    # (and A and B larger than the 50 MiB L2: 16 tile rows walked together)
+    whole, wide = dict(epilogue_buffers=4, stages=3), dict(group_m=16)
+    assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True, **whole, **wide)
+    assert big.for_problem(8192, 8192, 1024, 132) == big.with_(**whole)  # 32 MiB of A and B
+    assert big.for_problem(8192, 4096, 8192, 132) == big.with_(**wide)  # 7.75 waves
     assert fp8.for_problem(8192, 8192, 8192, 132).streamk and not fp8.for_problem(8192, 8192, 4096, 132).streamk
     assert fp8.for_problem(4096, 4096, 4096, 132) == fp8.with_(**whole)  # 3.9 waves of fp8 tiles
     assert fp8.for_problem(2048, 2048, 2048, 132) is fp8  # one tile a CTA: nothing to overlap
@@ -295,13 +297,15 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     # no room for 3 stages beside eight staging buffers of fp32: the 4-stage ring stays
     assert GemmConfig(out_dtype="float32").for_problem(8192, 8192, 1024, 132) == GemmConfig(out_dtype="float32")
     # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance
-    assert big.for_problem(8448, 8192, 8192, 132) == big.with_(**whole)
+    assert big.for_problem(8448, 8192, 8192, 132) == big.with_(**whole, **wide)
     assert big.with_(cluster_m=2).for_problem(8192, 8192, 8192, 132).streamk is False
     assert big.with_(**whole).for_problem(16, 8192, 8192, 132) == small  # the skinny tile stages its own way
     assert fp8.for_problem(16, 8192, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
-    assert result.points[0].config == small.label() and result.points[1].config == big.label()
-    assert result.chosen(result.points[0]) == small.label() and result.chosen(result.points[1]) == ""
+    # the bench hands for_problem the device's L2 (the fake one's 4 KiB: 1024 x 8192 x 256 outgrows it)
+    assert result.points[0].config == small.label() and result.points[1].config == big.with_(**wide).label()
+    assert result.chosen(result.points[0]) == small.label()
+    assert result.chosen(result.points[1]) == big.with_(**wide).label()
     assert small.label() in result.markdown("drvtma bench gemm")
 
 
@@ -374,3 +378,18 @@ def test_bound_gemm_keeps_its_launch_arguments_until_they_change():
     op.launch()
     op.launch()
     assert [c[0][-1] for c in calls[3:]] == [1, 2] and calls[3][0][9:11] == ("ws", "flags")
+
+
+def test_operands_larger_than_the_l2_walk_16_tile_rows_together():
+    """4096^3: 64 MiB of bf16 A and B outgrow a 50 MiB L2, 32 MiB of e4m3 do not; the device's own L2 decides; a
+    tile order the caller chose, another tile, a cluster or one CTA per tile keep theirs."""
+    big, fp8 = GemmConfig(), GemmConfig(dtype="float8_e4m3fn")
+    assert big.for_problem(4096, 4096, 4096, 132) == big.with_(group_m=16)
+    assert big.for_problem(4096, 4096, 4096, 132, 80 << 20) is big  # a larger L2 holds them
+    assert fp8.for_problem(4096, 4096, 4096, 132).group_m == 8
+    assert fp8.for_problem(4096, 4096, 4096, 132, 16 << 20).group_m == 16
+    for cfg in (big.with_(group_m=4), big.with_(bn=128), big.with_(cluster_m=2), big.with_(persistent=False)):
+        assert cfg.for_problem(8192, 8192, 8192, 132).group_m == cfg.group_m
+    with pytest.raises(GemmError) as e:
+        big.for_problem(4096, 4096, 4096, 132, 0)
+    assert e.value.rule == "shape_range" and e.value.parameter == "l2_bytes"

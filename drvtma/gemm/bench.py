@@ -164,7 +164,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
             alpha = 0.5 if dtype.startswith("float8") else 1.0  # per-tensor scales: scale_a x scale_b
             for m, n, k in shapes:
                 base = config.with_(dtype=dtype)
-                cfg = base.for_problem(m, n, k, props.sm_count) if auto else base
+                cfg = base.for_problem(m, n, k, props.sm_count, props.l2_bytes) if auto else base
                 if cfg not in gemms:
                     gemms[cfg] = Gemm(cfg)
                 gemm = gemms[cfg]
@@ -269,10 +269,11 @@ def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     from .profile import profile_gemm
 
     lines, figures = [], []
-    sm_count = device_properties().sm_count
+    props = device_properties()
     for dtype in args.dtypes:
         for m, n, k in shapes:  # the configuration the bench runs for the shape (for_problem), named per line
-            prof = profile_gemm(cfg.with_(dtype=dtype_name(dtype)).for_problem(m, n, k, sm_count), m, n, k)
+            chosen = cfg.with_(dtype=dtype_name(dtype)).for_problem(m, n, k, props.sm_count, props.l2_bytes)
+            prof = profile_gemm(chosen, m, n, k)
             figures.append(prof.summary())
             record(figures[-1])
             lines.append(prof.text())

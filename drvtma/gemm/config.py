@@ -408,11 +408,11 @@ class GemmConfig:
         clusters = min(units, sm_count // self.cluster_size) if self.persistent else units
         return clusters * self.cluster_size
 
-    def for_problem(self, m: int, n: int, k: int, sm_count: int) -> GemmConfig:
+    def for_problem(self, m: int, n: int, k: int, sm_count: int, l2_bytes: int | None = None) -> GemmConfig:
         """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
-        from .choice import for_problem
+        from .choice import L2_BYTES, for_problem
 
-        return for_problem(self, m, n, k, sm_count)
+        return for_problem(self, m, n, k, sm_count, L2_BYTES if l2_bytes is None else l2_bytes)
 
     @property
     def cluster(self) -> tuple[int, int, int] | None:
