@@ -282,7 +282,7 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more.
     # From 8 waves (fp8: 2) a staging buffer per epilogue panel, so a tile's stores overlap the next main loop: the
     # four 8 KiB panels of each consumer's 64 x 256 leave room for 3 stages
-    # (and A and B larger than the 50 MiB L2: 16 tile rows walked together)
+    # (and A and B larger than the 60 MiB L2: 16 tile rows walked together)
     whole, wide = dict(epilogue_buffers=4, stages=3), dict(group_m=16)
     assert big.for_problem(8192, 8192, 8192, 132) == big.with_(streamk=True, **whole, **wide)
     assert big.for_problem(8192, 8192, 1024, 132) == big.with_(**whole)  # 32 MiB of A and B
@@ -381,7 +381,7 @@ def test_bound_gemm_keeps_its_launch_arguments_until_they_change():
 
 
 def test_operands_larger_than_the_l2_walk_16_tile_rows_together():
-    """4096^3: 64 MiB of bf16 A and B outgrow a 50 MiB L2, 32 MiB of e4m3 do not; the device's own L2 decides; a
+    """4096^3: 64 MiB of bf16 A and B outgrow a 60 MiB L2, 32 MiB of e4m3 do not; the device's own L2 decides; a
     tile order the caller chose, another tile, a cluster or one CTA per tile keep theirs."""
     big, fp8 = GemmConfig(), GemmConfig(dtype="float8_e4m3fn")
     assert big.for_problem(4096, 4096, 4096, 132) == big.with_(group_m=16)

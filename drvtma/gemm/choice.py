@@ -28,7 +28,7 @@ STREAMK_MIN_KTILES = 64
 WHOLE_TILE_WAVES = {2: 8, 1: 2}  # input bytes -> waves of tiles from which whole-tile staging pays (fp8's main
 #                                  loop is half as long per tile, so its epilogue weighs twice as much)
 WIDE_GROUP_M = 16
-L2_BYTES = 50 * 2**20  # the H100's and H200's L2, where the caller does not give its device's
+L2_BYTES = 60 * 2**20  # the H200's L2 (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), where the caller does not give its device's
 MIN_STAGES = 3  # a ring shallower than this loses more than the overlap gains (2 stages: 0.82x of 3 at 8192^3)
 
 
