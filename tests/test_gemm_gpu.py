@@ -95,12 +95,13 @@ def test_every_claim_configuration_is_exact(ctx, name):
         _check_exact(gemm, m, n, k, rng)
 
 
-@pytest.mark.parametrize("cluster_m, pingpong", [(1, False), (2, False), (1, True)])
-def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, pingpong):
+@pytest.mark.parametrize("cluster_m, cluster_n, pingpong", [(1, 1, False), (2, 1, False), (1, 2, False),
+                                                        (1, 1, True)])
+def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, cluster_n, pingpong):
     """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves (with a
-    cluster, both CTAs of each pair reach the closing cluster barrier; ping-pong: the warpgroup waiting for its
-    turn runs out too)."""
-    cfg = GemmConfig(cluster_m=cluster_m, pingpong=pingpong, bn=128 if pingpong else 256)
+    cluster along M or N, both CTAs of each pair reach the closing cluster barrier; ping-pong: the warpgroup
+    waiting for its turn runs out too)."""
+    cfg = GemmConfig(cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong, bn=128 if pingpong else 256)
     gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
     a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 128)
     with pytest.raises(BarrierTimeout) as exc:
@@ -108,7 +109,8 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, pingpo
     first = exc.value.waits[0]
     assert first.barrier == 0 and first.where == 1 and first.stage == 0, exc.value
     assert "full barrier" in str(exc.value)
-    record("gemm_timeout", cluster_m=cluster_m, pingpong=pingpong, count=exc.value.count, first=str(first))
+    record("gemm_timeout", cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong, count=exc.value.count,
+           first=str(first))
 
 
 EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True},
