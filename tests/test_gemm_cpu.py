@@ -117,6 +117,21 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     check_register_split(cfg, res)
 
 
+@pytest.mark.parametrize("cfg", [GemmConfig(), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1)],
+                         ids=["bf16", "swapped 64x16"])
+def test_the_kernel_refuses_a_panel_count_the_host_does_not_share(cfg):
+    """GemmConfig.epilogue_panels (the staging buffers' count, the whole-tile rule) goes in as GEMM_EPI_PANELS and
+    the kernel's static_assert compares it with its own count: one panel off fails to compile."""
+    from drvtma.errors import NvrtcError
+    from drvtma.gemm.config import KERNEL_SOURCE
+    from drvtma.runtime.compiler import compile_cubin
+
+    assert cfg.defines()["GEMM_EPI_PANELS"] == cfg.epilogue_panels
+    with pytest.raises(NvrtcError) as exc:
+        compile_cubin(KERNEL_SOURCE, defines={**cfg.defines(), "GEMM_EPI_PANELS": cfg.epilogue_panels + 1})
+    assert "count the same panels" in exc.value.log
+
+
 def test_kernel_resources_reads_registers_of_the_named_kernel(built):
     _, cubin = built
     assert kernel_resources(cubin).registers >= 128  # 128 accumulator floats per consumer thread at least

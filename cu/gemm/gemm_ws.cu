@@ -73,6 +73,9 @@ static_assert(GEMM_SWAP_AB ? (OUT_BYTES == 2 && BN % EPI_ROWS == 0) : BN % EPI_C
               "the epilogue stores whole 128-byte panels");
 constexpr int EPI_W = GEMM_SWAP_AB ? EPI_ROWS : EPI_COLS;  // columns of the tile one staging buffer takes
 constexpr int EPI_PANELS = M_ATOMS * (BN / EPI_W);          // staging panels of one warpgroup's tile
+#ifdef GEMM_EPI_PANELS  // the host's count (GemmConfig.epilogue_panels): its staging buffers and rules use it
+static_assert(GEMM_EPI_PANELS == EPI_PANELS, "GemmConfig.epilogue_panels and the kernel count the same panels");
+#endif
 #ifndef GEMM_EPI_BUFS
 #define GEMM_EPI_BUFS 2
 #endif

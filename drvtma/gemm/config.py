@@ -381,6 +381,7 @@ class GemmConfig:
             "GEMM_CLUSTER_N": self.cluster_n,
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
             "GEMM_PREFETCH_MAPS": int(self.prefetch_maps), "GEMM_EPI_BUFS": self.epilogue_buffers,
+            "GEMM_EPI_PANELS": self.epilogue_panels,
         }
 
     # ---- launch shape
