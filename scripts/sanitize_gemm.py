@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a
-ragged problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA
-cluster (B multicast), stream-K (partial sums through a workspace) and swapped-operand variants, ping-pong
-warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn barriers), a
-staging buffer per panel on 153 tiles (a tile's stores still draining while the CTA's next tile runs), and the
-convolution build (A through an im2col map, padded and strided, a ragged last tile); every result compared exactly
-with NumPy on integer data; exits non-zero on a mismatch."""
+"""A small correct run of the GEMM for compute-sanitizer (scripts/sanitize.py family `gemm`): bf16 and fp8 on a ragged
+problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA clusters (B
+multicast along M, A along N, plain and swapped), stream-K (partial sums through a workspace) and swapped-operand
+variants, ping-pong warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn
+barriers), a staging buffer per panel on 153 tiles (a tile's stores still draining while the CTA's next tile runs),
+and the convolution build (A through an im2col map, padded and strided, a ragged last tile); every result compared
+exactly with NumPy on integer data; exits non-zero on a mismatch."""
 
 from __future__ import annotations
 

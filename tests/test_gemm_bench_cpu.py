@@ -300,6 +300,8 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert big.for_problem(8448, 8192, 8192, 132) == big.with_(**whole, **wide)
     assert big.with_(cluster_m=2).for_problem(8192, 8192, 8192, 132).streamk is False
     assert big.with_(**whole).for_problem(16, 8192, 8192, 132) == small  # the skinny tile stages its own way
+    for pair in ("cluster_m", "cluster_n"):  # nor does it keep a pair of the large tile's
+        assert big.with_(**{pair: 2}).for_problem(16, 8192, 8192, 132) == small
     assert fp8.for_problem(16, 8192, 8192, 132).smem_bytes <= 232448
     result = bench.run_gemm_bench(big, shapes=((16, 8192, 256), (1024, 8192, 256)), runs=2, warmups=0)
     # the bench hands for_problem the device's L2 (the fake one's 4 KiB: 1024 x 8192 x 256 outgrows it)

@@ -346,6 +346,20 @@ __device__ __forceinline__ void conv_load_a(unsigned char* stage, const CUtensor
 }
 #endif
 
+// One box of an operand panel into a stage: the whole box, or, for the operand a pair shares, this CTA's slice of
+// its rows multicast into both CTAs at the same offset.
+__device__ __forceinline__ void load_panel(unsigned char* dst, const CUtensorMap* map, int k, int row0, bool shared,
+                                           u64* bar) {
+#if GEMM_CLUSTERED
+    if (shared) {
+        tma_load_multicast_2d(dst + pair_rank() * PART_BYTES, map, k, row0 + pair_rank() * PART_ROWS, bar,
+                              (u16)((1u << CLUSTER) - 1));
+        return;
+    }
+#endif
+    tma_load_2d(dst, map, k, row0, bar);
+}
+
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
                                         const CUtensorMap* map_b, int rows, int cols, int K,
                                         DrvtmaStatus* status, u64* profile) {
@@ -370,30 +384,12 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             conv_load_a(stage, map_a, tm, kb, bar);
 #else
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-#if GEMM_CLUSTERED
-                if (SHARE_A) {
-                    tma_load_multicast_2d(stage + p * A_BOX_BYTES + pair_rank() * PART_BYTES, map_a,
-                                          kb * BK + p * PANEL_ELEMS, tm * BM + pair_rank() * PART_ROWS, bar,
-                                          (u16)((1u << CLUSTER) - 1));
-                    continue;
-                }
-#endif
-                tma_load_2d(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, bar);
-            }
+            for (int p = 0; p < PANELS; ++p)
+                load_panel(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, SHARE_A, bar);
 #endif
 #pragma unroll
-            for (int p = 0; p < PANELS; ++p) {
-#if GEMM_CLUSTERED
-                if (!SHARE_A) {
-                    tma_load_multicast_2d(stage + A_BYTES + p * B_BOX_BYTES + pair_rank() * PART_BYTES, map_b,
-                                          kb * BK + p * PANEL_ELEMS, tn * BN + pair_rank() * PART_ROWS, bar,
-                                          (u16)((1u << CLUSTER) - 1));
-                    continue;
-                }
-#endif
-                tma_load_2d(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, bar);
-            }
+            for (int p = 0; p < PANELS; ++p)
+                load_panel(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, !SHARE_A, bar);
             rc.advance(STAGES);
         }
         return true;

@@ -63,7 +63,7 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int, l2_bytes: int = L
 def _skinny(config, m: int, k: int):
     from .config import MAX_CTA_RANGE
 
-    small = config.with_(bm=64, bn=128, consumers=1, cluster_m=1, stages=1, pingpong=False, streamk=False,
+    small = config.with_(bm=64, bn=128, consumers=1, cluster_m=1, cluster_n=1, stages=1, pingpong=False, streamk=False,
                          epilogue_buffers=2)
     if small.out_itemsize == 2 and m <= MAX_CTA_RANGE:
         small = small.with_(swap_ab=True, bn=next(v for v in (16, 32, 64, 128, 256) if v >= m), bk=None,
