@@ -265,6 +265,9 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     # four 128-byte panels of K a stage: (64 + 16) rows x 512 B = 40 KiB <= SKINNY_STAGE_BYTES
     assert (small.swap_ab, small.bm, small.bn, small.consumers, small.k_tile, small.stages) == (True, 64, 16, 1, 256, 5)
     assert small.prefetch_maps and not big.prefetch_maps  # one tile a CTA: the maps' first fetch is worth hiding
+    # B (C's, the large operand) streams through the L2 once: evict_first; A, which every CTA reads, evict_last
+    assert (small.evict_a, small.evict_b, big.evict_a, big.evict_b) == ("last", "first", "normal", "normal")
+    assert small.defines()["GEMM_EVICT_A"] == 1 and small.defines()["GEMM_EVICT_B"] == 2  # swapped: C^T = B . A^T
     assert small.check() is small and small.kernel_extents(16, 8192) == (8192, 16)
     assert [big.for_problem(m, 8192, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128,
                                                                                                   128, 256, 256]
@@ -278,6 +281,7 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     wide = GemmConfig(out_dtype="float32").for_problem(16, 8192, 8192, 132)
     assert (wide.swap_ab, wide.bm, wide.bn, wide.consumers, wide.stages, wide.prefetch_maps) == (False, 64, 128, 1, 8,
                                                                                                False)
+    assert (wide.evict_a, wide.evict_b) == ("normal", "normal")  # not measured without the swap
     assert big.for_problem(2048, 2048, 2048, 132) is big and small.for_problem(16, 8192, 8192, 132) is small
     # 15.5 waves and 128 K tiles: stream-K for the last wave; at K = 1024 (16 K tiles) the split's fix-up costs more.
     # From 8 waves (fp8: 2) a staging buffer per epilogue panel, so a tile's stores overlap the next main loop: the

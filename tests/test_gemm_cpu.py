@@ -61,6 +61,10 @@ CONFIGS = {
     "swapped 128x128 stream-K": GemmConfig(swap_ab=True, bn=128, stages=6, streamk=True),
     "swapped 64x64, 2 panels of K, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128,
                                                                  stages=6, prefetch_maps=True),
+    "swapped 64x64, L2 evict (the skinny tiles')": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128,
+                                                              stages=6, prefetch_maps=True, evict_a="last",
+                                                              evict_b="first"),
+    "cluster along N, A's multicast evict_first": GemmConfig(cluster_n=2, evict_a="first"),
     "whole-tile staging": GemmConfig(epilogue_buffers=4, stages=3),
     "whole-tile staging e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", epilogue_buffers=4, stages=3, streamk=True),
     "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
@@ -115,6 +119,21 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     # Without setmaxnreg two consumer warpgroups get 65536 / 384 = 170 registers a thread: NVRTC 13.0's ptxas (the
     # H200 image) spills there, 13.5's does not. Spills are that claim's cost, measured by the claim sweep.
     check_register_split(cfg, res)
+
+
+def test_l2_eviction_hints_reach_the_loads_of_their_operand_only(built):
+    """A TMA load with .L2::cache_hint carries its policy register in SASS (UTMALDG ... desc[URn]); a plain one does
+    not. Hinted: every panel of each operand whose priority is not "normal" (swapped, C's B is the kernel's A)."""
+    cfg, cubin = built
+    text = sass.disassemble(cubin)
+    loads = [line for line in text.splitlines() if "UTMALDG" in line]
+    hinted = sum("desc[" in line for line in loads)
+    kernel_hints = cfg.kernel_operands(cfg.evict_a, cfg.evict_b)
+    assert (cfg.defines()["GEMM_EVICT_A"], cfg.defines()["GEMM_EVICT_B"]) == tuple(
+        {"normal": 0, "first": 1, "last": 2}[v] for v in kernel_hints)
+    assert loads and len(loads) % 2 == 0
+    per_operand = len(loads) // 2  # each operand's loads: one per panel (and per unrolled loop)
+    assert hinted == per_operand * sum(v != "normal" for v in kernel_hints)
 
 
 @pytest.mark.parametrize("cfg", [GemmConfig(), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1)],
@@ -221,7 +240,7 @@ def test_reference_is_exact_on_integer_data():
     ({"stages": 5}, "smem_capacity"), ({"producer_regs": 20}, "setmaxnreg_range"),
     ({"consumer_regs": 256}, "register_budget"), ({"group_m": 0}, "group_m"), ({"inflight": 2}, "inflight"),
     ({"epilogue_buffers": 1}, "epilogue_buffers"), ({"epilogue_buffers": 5, "stages": 2}, "epilogue_buffers"),
-    ({"epilogue_buffers": 4}, "smem_capacity"),
+    ({"epilogue_buffers": 4}, "smem_capacity"), ({"evict_a": "lru"}, "l2_evict"), ({"evict_b": "none"}, "l2_evict"),
 ])
 def test_rules_refuse_what_the_kernel_cannot_take(change, rule):
     with pytest.raises(GemmError) as exc:

@@ -155,6 +155,10 @@ SCHEDULES = {
     "swapped 64x16, 16 stages": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=16),
     "swapped 64x64, maps prefetched": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=128, stages=6,
                                                  prefetch_maps=True),
+    # L2 eviction priorities (for_problem's skinny tiles: C's B evict_first, A evict_last), plain and multicast loads
+    "swapped 64x128, 2 panels of K, L2 evict": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
+                                                          prefetch_maps=True, evict_a="last", evict_b="first"),
+    "cluster along N, L2 evict": GemmConfig(cluster_n=2, evict_a="first", evict_b="last"),
     "maps prefetched, stream-K": GemmConfig(streamk=True, prefetch_maps=True),
     # the loads' L2 promotion changes the maps, not the kernel: the same exact answers
     "L2 promotion 256B": GemmConfig(l2_promotion="256B"),

@@ -27,6 +27,10 @@
 // GEMM_PREFETCH_MAPS = 1: the producer prefetches the three tensor maps before its first load (the first copy
 // through a map otherwise waits for the descriptor's fetch: a share of a skinny GEMM's few microseconds).
 //
+// GEMM_EVICT_A / GEMM_EVICT_B: the L2 eviction priority of each operand's loads (.L2::cache_hint): a skinny
+// GEMM's large operand, read once, marked evict_first takes the place of its own spent lines in the L2, not of
+// lines other work left there (dirty ones cost a write to memory besides).
+//
 // GEMM_STREAMK = 1: the last, partial wave of tiles is split into runs of k-blocks over all CTAs (StreamK below).
 // GEMM_PROFILE = 1: per-CTA cycle counters (Stopwatch below; drvtma.gemm.profile reads them).
 //
@@ -52,6 +56,12 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);
 #endif
 #ifndef GEMM_PREFETCH_MAPS
 #define GEMM_PREFETCH_MAPS 0
+#endif
+#ifndef GEMM_EVICT_A  // L2 priority of the kernel's A and B loads: kEvictNormal, kEvictFirst or kEvictLast (copy.cuh)
+#define GEMM_EVICT_A 0
+#endif
+#ifndef GEMM_EVICT_B
+#define GEMM_EVICT_B 0
 #endif
 constexpr int TILE_WGS = GEMM_PINGPONG ? 1 : CONSUMERS;  // consumer warpgroups that share one tile
 constexpr int WG_ROWS = BM / TILE_WGS;    // rows of the tile one consumer warpgroup owns
@@ -347,17 +357,23 @@ __device__ __forceinline__ void conv_load_a(unsigned char* stage, const CUtensor
 #endif
 
 // One box of an operand panel into a stage: the whole box, or, for the operand a pair shares, this CTA's slice of
-// its rows multicast into both CTAs at the same offset.
+// its rows multicast into both CTAs at the same offset. EVICT: the L2 priority of the lines it brings in
+// (GEMM_EVICT_A / _B; kEvictNormal is the plain load, without a policy operand).
+template <int EVICT>
 __device__ __forceinline__ void load_panel(unsigned char* dst, const CUtensorMap* map, int k, int row0, bool shared,
                                            u64* bar) {
 #if GEMM_CLUSTERED
     if (shared) {
-        tma_load_multicast_2d(dst + pair_rank() * PART_BYTES, map, k, row0 + pair_rank() * PART_ROWS, bar,
-                              (u16)((1u << CLUSTER) - 1));
+        dst += pair_rank() * PART_BYTES;
+        row0 += pair_rank() * PART_ROWS;
+        const u16 both = (u16)((1u << CLUSTER) - 1);
+        if constexpr (EVICT == kEvictNormal) tma_load_multicast_2d(dst, map, k, row0, bar, both);
+        else tma_load_multicast_2d_hint(dst, map, k, row0, bar, both, l2_evict_policy<EVICT>());
         return;
     }
 #endif
-    tma_load_2d(dst, map, k, row0, bar);
+    if constexpr (EVICT == kEvictNormal) tma_load_2d(dst, map, k, row0, bar);
+    else tma_load_2d_hint(dst, map, k, row0, bar, l2_evict_policy<EVICT>());
 }
 
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
@@ -385,11 +401,13 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
 #else
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
-                load_panel(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, SHARE_A, bar);
+                load_panel<GEMM_EVICT_A>(stage + p * A_BOX_BYTES, map_a, kb * BK + p * PANEL_ELEMS, tm * BM, SHARE_A,
+                                         bar);
 #endif
 #pragma unroll
             for (int p = 0; p < PANELS; ++p)
-                load_panel(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS, tn * BN, !SHARE_A, bar);
+                load_panel<GEMM_EVICT_B>(stage + A_BYTES + p * B_BOX_BYTES, map_b, kb * BK + p * PANEL_ELEMS,
+                                         tn * BN, !SHARE_A, bar);
             rc.advance(STAGES);
         }
         return true;

@@ -15,6 +15,7 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 - pingpong: the two consumer warpgroups take whole tiles in turn (CUTLASS's ping-pong schedule), so one's
   epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N;
 - prefetch_maps: the producer prefetches the three tensor maps (prefetch.tensormap) before its first load;
+- evict_a, evict_b: the L2 priority ("normal", "first", "last") of A's and B's loads (C's operands, also swapped);
 - epilogue_buffers: staging buffers (64 rows x 128 B of C) per consumer warpgroup; as many as the warpgroup's
   tile has panels: one barrier pair per tile, and the stores drain while the next main loop runs.
 """
@@ -53,6 +54,7 @@ _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half
 SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B": Swizzle.B128}
 # how far the L2 widens an A or B load's requests from memory (CU_TENSOR_MAP_L2_PROMOTION_*)
 L2_PROMOTIONS = {"none": L2Promotion.NONE, "64B": L2Promotion.B64, "128B": L2Promotion.B128, "256B": L2Promotion.B256}
+L2_EVICTS = {"normal": 0, "first": 1, "last": 2}  # an operand's L2 priority -> GEMM_EVICT_* (kEvict* in copy.cuh)
 
 
 def problem_extent(name: str, value) -> int:
@@ -105,6 +107,8 @@ class GemmConfig:
     prefetch_maps: bool = False
     l2_promotion: str = "none"
     epilogue_buffers: int = 2
+    evict_a: str = "normal"
+    evict_b: str = "normal"
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -120,7 +124,7 @@ class GemmConfig:
                 raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
                                 "a bool")
             object.__setattr__(self, name, bool(value))
-        for name in ("swizzle", "mma", "l2_promotion"):
+        for name in ("swizzle", "mma", "l2_promotion", "evict_a", "evict_b"):
             if not isinstance(getattr(self, name), str):
                 raise GemmError("type", name, getattr(self, name), "give the name as text (e.g. swizzle='128B', "
                                 "mma='wgmma')")
@@ -256,6 +260,10 @@ class GemmConfig:
             yield GemmError("l2_promotion", "l2_promotion", self.l2_promotion,
                             f"use one of {', '.join(L2_PROMOTIONS)}", "the A and B maps' L2 promotion")
             return
+        for name in (n for n in ("evict_a", "evict_b") if getattr(self, n) not in L2_EVICTS):
+            yield GemmError("l2_evict", name, getattr(self, name), f"use one of {', '.join(L2_EVICTS)}",
+                            "the L2 eviction priority of that operand's loads")
+            return
         if self.consumers not in (1, 2):
             yield GemmError("consumers", "consumers", self.consumers, "use 1 or 2 consumer warpgroups")
             return
@@ -382,6 +390,8 @@ class GemmConfig:
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
             "GEMM_PREFETCH_MAPS": int(self.prefetch_maps), "GEMM_EPI_BUFS": self.epilogue_buffers,
             "GEMM_EPI_PANELS": self.epilogue_panels,
+            **dict(zip(("GEMM_EVICT_A", "GEMM_EVICT_B"), self.kernel_operands(L2_EVICTS[self.evict_a],
+                                                                             L2_EVICTS[self.evict_b]))),
         }
 
     # ---- launch shape
@@ -436,4 +446,5 @@ class GemmConfig:
                 + (", stream-K last wave" if self.streamk else "") + (", ping-pong" if self.pingpong else "")
                 + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else "")
                 + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else "")
+                + "".join(f", {x} evict_{v}" for x, v in (("A", self.evict_a), ("B", self.evict_b)) if v != "normal")
                 + (f", {self.epilogue_buffers} staging buffers" if self.epilogue_buffers != 2 else ""))

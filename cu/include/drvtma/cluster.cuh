@@ -128,6 +128,14 @@ __device__ __forceinline__ void tma_load_multicast_2d(void* dst, const CUtensorM
                  ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask)
                  : "memory");
 }
+// The same with an L2 eviction priority (l2_evict_policy in copy.cuh).
+__device__ __forceinline__ void tma_load_multicast_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1,
+                                                           u64* bar, u16 mask, u64 policy) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;"
+                 ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "h"(mask),
+                 "l"(policy) : "memory");
+}
 __device__ __forceinline__ void tma_load_multicast_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2,
                                                       u64* bar, u16 mask) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"

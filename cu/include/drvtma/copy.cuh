@@ -33,6 +33,19 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
     asm volatile("prefetch.tensormap [%0];" ::"l"(tmap_u64(map)) : "memory");
 }
 
+// ---- L2 cache policies for loads with .L2::cache_hint: every line the load brings in gets the priority
+// (fraction 1.0). kEvictFirst: evicted before normal lines; kEvictLast: after them.
+enum L2Evict { kEvictNormal = 0, kEvictFirst = 1, kEvictLast = 2 };
+template <int EVICT> __device__ __forceinline__ u64 l2_evict_policy() {
+    static_assert(EVICT == kEvictFirst || EVICT == kEvictLast, "a normal load takes no policy");
+    u64 policy;
+    if constexpr (EVICT == kEvictFirst)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    else
+        asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+    return policy;
+}
+
 // ---- tiled tensor loads: coordinates are signed, dim 0 (fastest) first; c0 * elemsize must be a multiple of 16.
 __device__ __forceinline__ void tma_load_1d(void* dst, const CUtensorMap* map, int c0, u64* bar) {
     asm volatile(
@@ -43,6 +56,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
         ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)) : "memory");
+}
+// The same, with an L2 eviction priority for the lines it brings in (`policy` from l2_evict_policy): a stream read
+// once (skinny GEMM's large operand) marked evict_first displaces its own spent lines, not other data in the L2.
+__device__ __forceinline__ void tma_load_2d_hint(void* dst, const CUtensorMap* map, int c0, int c1, u64* bar,
+                                                 u64 policy) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;"
+        ::"r"(smem_u32(dst)), "l"(tmap_u64(map)), "r"(c0), "r"(c1), "r"(smem_u32(bar)), "l"(policy) : "memory");
 }
 __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, u64* bar) {
     asm volatile(
