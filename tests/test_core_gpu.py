@@ -129,15 +129,22 @@ def test_unknown_kernel_name_is_a_launch_error(core):
 
 
 def test_buffers_and_modules_release_their_handles(ctx):
-    free0, _ = call(cu.cuMemGetInfo)
-    for _ in range(20):
-        with DeviceBuffer(64 << 20):
-            pass
-    buf = DeviceBuffer(64 << 20)
-    buf.close()
-    buf.close()  # idempotent
-    free1, _ = call(cu.cuMemGetInfo)
-    assert free0 - free1 < 64 << 20
+    # cuMemGetInfo counts the whole device, and other test processes (xdist workers) allocate meanwhile: a leak of
+    # 21 x 64 MiB shows in every one of three tries, another process's allocation seldom in all three
+    drops = []
+    for _ in range(3):
+        free0, _ = call(cu.cuMemGetInfo)
+        for _ in range(20):
+            with DeviceBuffer(64 << 20):
+                pass
+        buf = DeviceBuffer(64 << 20)
+        buf.close()
+        buf.close()  # idempotent
+        free1, _ = call(cu.cuMemGetInfo)
+        drops.append(free0 - free1)
+        if drops[-1] < 64 << 20:
+            break
+    assert min(drops) < 64 << 20, f"free memory fell by {[d >> 20 for d in drops]} MiB in each try"
     mod = Module.load("core_roundtrip.cu")
     mod.close()
     assert mod.closed  # the library was unloaded
