@@ -29,6 +29,8 @@ CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, co
            GemmConfig(streamk=True), GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8),
            GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, bk=256, stages=5, prefetch_maps=True,
                       evict_a="last", evict_b="first"),
+           GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=256, stages=3, prefetch_maps=True,
+                      evict_a="last", evict_b="first", dtype="float8_e4m3fn"),
            GemmConfig(cluster_n=2), GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=256, stages=4,
                                                prefetch_maps=True, cluster_n=2, evict_a="last", evict_b="first"))
 SHAPE = (200, 264, 144)

@@ -271,10 +271,11 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert small.check() is small and small.kernel_extents(16, 8192) == (8192, 16)
     assert [big.for_problem(m, 8192, 8192, 132).bn for m in (1, 17, 64, 100, 128, 200, 256)] == [16, 32, 64, 128,
                                                                                                   128, 256, 256]
-    # the widest K tile whose stage stays within 48 KiB: 4 panels for N 16 and 32, 2 for 64 and 128, 1 for 256
-    assert [big.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 32, 64, 128, 256)] == [256, 256, 128, 128, 64]
+    # the widest K tile whose stage stays within 64 KiB: 4 panels for N 16 to 64, 2 for 128, 1 for 256
+    assert [big.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 32, 64, 128, 256)] == [256, 256, 256, 128, 64]
+    assert big.for_problem(64, 4096, 4096, 132).stages == 3  # 4 x 16 KiB panels a stage
     fp8 = GemmConfig(dtype="float8_e4m3fn")
-    assert [fp8.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 64, 128)] == [512, 256, 256]
+    assert [fp8.for_problem(m, 8192, 8192, 132).k_tile for m in (16, 64, 128)] == [512, 512, 256]
     # never a panel more than K needs: K = 64 takes one 64-element panel, K = 100 two, K = 193 four
     assert [big.for_problem(16, 8192, k, 132).k_tile for k in (64, 100, 193, 4096)] == [64, 128, 256, 256]
     # a 32-bit C cannot be swapped (its epilogue writes 16-bit rows): the small tile, as many stages as fit

@@ -159,6 +159,8 @@ SCHEDULES = {
     "swapped 64x128, 2 panels of K, L2 evict": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
                                                           prefetch_maps=True, evict_a="last", evict_b="first"),
     "cluster along N, L2 evict": GemmConfig(cluster_n=2, evict_a="first", evict_b="last"),
+    "swapped 64x64, 4 panels of K, L2 evict": GemmConfig(swap_ab=True, bm=64, bn=64, consumers=1, bk=256, stages=3,
+                                                        prefetch_maps=True, evict_a="last", evict_b="first"),
     "maps prefetched, stream-K": GemmConfig(streamk=True, prefetch_maps=True),
     # the loads' L2 promotion changes the maps, not the kernel: the same exact answers
     "L2 promotion 256B": GemmConfig(l2_promotion="256B"),

@@ -3,7 +3,9 @@
 - Skinny M (too few tiles to give every other SM one: 16 x 8192 has 32 tiles of 128 x 256): with a 16-bit C and
   M <= 256, A and B swapped, so M is wgmma's N (the narrowest of 16, 32 ... 256 that covers it) and N is cut in
   64-row tiles; one consumer; a K tile of up to four 128-byte panels while a stage stays within SKINNY_STAGE_BYTES
-  (one panel: 0.75x cuBLAS at 64 x 4096 x 4096, two: 0.92-0.94x); as many stages as fit; the maps prefetched (a
+  (one panel: 0.75x cuBLAS at 64 x 4096 x 4096, two: 0.92-0.94x; with the L2 hints below, four panels and 3 stages
+  read 0.99-1.02 (e4m3) and 1.05-1.09 (bf16) against two panels' 0.95-0.97 and 0.98-1.02, four readings each);
+  as many stages as fit; the maps prefetched (a
   CTA's one tile lasts microseconds: +1.1% on average over the six skinny points); never stream-K (0.70-0.92x).
   B, the large operand read once, loads evict_first and A, which every CTA reads, evict_last: B's lines then
   replace B's spent lines in the L2 instead of what was there before (dirty lines: a write to memory each). Three
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 from ..errors import GemmError, as_int
 
-SKINNY_STAGE_BYTES = 48 * 1024  # a stage's wait, release and wgmma commit are the skinny tile's cost: few, large ones
+SKINNY_STAGE_BYTES = 64 * 1024  # a stage's wait, release and wgmma commit are the skinny tile's cost: few, large ones
 STREAMK_MIN_KTILES = 64
 WHOLE_TILE_WAVES = {2: 8, 1: 2}  # input bytes -> waves of tiles from which whole-tile staging pays (fp8's main
 #                                  loop is half as long per tile, so its epilogue weighs twice as much)
