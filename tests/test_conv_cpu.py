@@ -90,6 +90,7 @@ def test_output_size_and_gemm_extents():
     (dict(), CFG.with_(dtype="float8_e4m3fn"), "conv_dtype"),
     (dict(), CFG.with_(cluster_m=2), "conv_config"),
     (dict(), CFG.with_(swap_ab=True, bn=64), "conv_config"),
+    (dict(), CFG.with_(evict_a="first"), "conv_config"),
     (dict(stride=9), CFG, "conv_stride"),
     (dict(pad=200), CFG, "conv_corners"),
     (dict(dilation=200, h=500, w=500), CFG, "conv_offsets"),

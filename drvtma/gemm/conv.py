@@ -79,6 +79,9 @@ class ConvShape:
             raise GemmError("conv_config", "config", config.label(),
                             "use the wgmma path without a cluster or swapped operands",
                             "the convolution is built on the persistent wgmma GEMM only")
+        if config.evict_a != "normal":
+            raise GemmError("conv_config", "evict_a", config.evict_a, "leave evict_a='normal' (evict_b still applies "
+                            "to the filter's loads)", "the input comes through im2col loads, which take no L2 hint here")
         if self.c % config.k_tile:
             raise GemmError("conv_channels", "c", self.c, f"use a multiple of {config.k_tile} input channels",
                             "a k-block must not straddle two filter taps")
