@@ -225,6 +225,25 @@ def test_compare_counts_poison_as_infinitely_wrong():
     assert bench.compare(near_zero + np.float32(2.0**-7), near_zero, "bfloat16", "float8_e4m3fn") > 1.0
 
 
+@pytest.mark.parametrize("out", ["bfloat16", "float16", "float32"])
+def test_compare_in_place_reads_what_the_float64_formula_reads(out):
+    """The in-place fp32 comparison (fp64 for fp32 outputs) against the tolerance formula written out in fp64, on
+    outputs off by up to twice the tolerance, an exact one and the poison; the input argument stays untouched."""
+    rng = np.random.default_rng(4)
+    ref = (rng.standard_normal((64, 96)) * 40).astype(value_dtype(out))
+    r = ref.astype(np.float64)
+    for in_dtype in ("bfloat16", "float8_e4m3fn"):
+        atol = bench.ATOL_FP8 if in_dtype.startswith("float8") else bench.ATOL
+        bound = bench.RTOL[out] * np.abs(r) + atol * np.abs(r).max()
+        ours = (r + rng.uniform(-2, 2, r.shape) * bound).astype(value_dtype(out))
+        kept = ours.copy()
+        want = float((np.abs(ours.astype(np.float64) - r) / bound).max())
+        assert bench.compare(ours, ref, out, in_dtype) == pytest.approx(want, rel=1e-5)
+        assert np.array_equal(ours.view(np.uint8), kept.view(np.uint8))
+    ours[3, 5] = np.nan
+    assert bench.compare(ours, ref, out) == float("inf")
+
+
 def test_ring_profile_reads_clock_issue_rate_stalls_and_tail():
     """Two CTAs: one ran 1000 ns at 2 GHz over 2 tiles, the other 500 ns (it finished early: half the span idle)."""
     from drvtma.gemm.profile import SLOTS, RingProfile
