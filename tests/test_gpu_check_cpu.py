@@ -72,29 +72,6 @@ def test_every_gemm_step_is_in_the_default_run_within_the_budget():
     assert all(s["timeout"] <= gpu_check.BUDGET_S for s in gpu_check.steps(False, workers=8))
 
 
-def test_the_background_prebuild_covers_the_gemm_steps_kernels():
-    """scripts/prebuild_gemm.py compiles what the GEMM steps build (GEMM_STEPS name real steps): the bench's
-    for_problem choices on both dtypes and their profile builds, every claim value, the GEMM tests' schedules."""
-    from drvtma.gemm.bench import SHAPES
-    from drvtma.gemm.claims import CLAIMS, claim_configs
-    from drvtma.gemm.config import GemmConfig
-
-    assert set(gpu_check.GEMM_STEPS) <= {s["name"] for s in gpu_check.steps(False, workers=8)}
-    spec = importlib.util.spec_from_file_location("prebuild_gemm", ROOT / "scripts" / "prebuild_gemm.py")
-    prebuild = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prebuild)
-    keys = {tuple(sorted(d.items())) for d in prebuild.builds(132, 60 << 20)}
-    want = [GemmConfig(dtype=dt).for_problem(m, n, k, 132, 60 << 20) for dt in ("bfloat16", "float8_e4m3fn")
-            for m, n, k in SHAPES]
-    for cfg in want + [c for claim in CLAIMS for c in claim_configs(claim)]:
-        assert tuple(sorted(cfg.defines().items())) in keys, cfg.label()
-    for cfg in want:
-        assert tuple(sorted({**cfg.defines(), "GEMM_PROFILE": 1}.items())) in keys, cfg.label()
-    tests = prebuild.test_configs()
-    assert GemmConfig(cluster_n=2, evict_a="first", evict_b="last") in tests and len(tests) > 40
-    assert len(keys) == len(prebuild.builds(132, 60 << 20))  # each once
-
-
 def test_timing_marker_is_registered_and_used():
     assert "timing:" in (ROOT / "tests" / "conftest.py").read_text()
     marked = [p.name for p in sorted((ROOT / "tests").glob("test_*gpu.py")) if "pytest.mark.timing" in p.read_text()]

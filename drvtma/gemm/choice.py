@@ -5,8 +5,8 @@
   64-row tiles; one consumer; a K tile of up to four 128-byte panels while a stage stays within SKINNY_STAGE_BYTES
   (one panel: 0.75x cuBLAS at 64 x 4096 x 4096, two: 0.92-0.94x; with the L2 hints below, four panels and 3 stages
   read 0.99-1.02 (e4m3) and 1.05-1.09 (bf16) against two panels' 0.95-0.97 and 0.98-1.02, four readings each);
-  as many stages as fit; the maps prefetched (a
-  CTA's one tile lasts microseconds: +1.1% on average over the six skinny points); never stream-K (0.70-0.92x).
+  as many stages as fit; the maps prefetched (a CTA's one tile lasts microseconds: +1.1% on average over the six
+  skinny points); never stream-K (0.70-0.92x).
   B, the large operand read once, loads evict_first and A, which every CTA reads, evict_last: B's lines then
   replace B's spent lines in the L2 instead of what was there before (dirty lines: a write to memory each). Three
   same-run readings a point, L2 flushed: 0.97-1.01 -> 1.09-1.10 (bf16 M = 16), 0.96-0.98 -> 0.99-1.01 (M = 64),
