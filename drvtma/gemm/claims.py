@@ -146,7 +146,7 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
                 ops = operands[key]
                 with gemm.bind(ops.a, ops.b, ops.c, m, n, k, alpha=ops.alpha) as bound:
                     bound.run_checked()
-                    point.error = compare(ops.c.download(ops.out, (m, n)), ops.reference, cfg.out_dtype, cfg.dtype)
+                    point.error = compare(ops.c.download(ops.out, (m, n)), ops.reference, cfg.out_dtype, cfg.dtype, k)
                     if point.error > 1.0:
                         point.note = f"MISMATCH vs cuBLAS ({point.error:.3g} x tolerance): not timed"
                     else:
