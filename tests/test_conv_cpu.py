@@ -79,6 +79,22 @@ def test_the_conv_build_issues_im2col_loads_and_the_gemm_build_does_not():
     assert not any("IM2COL" in op for op in plain)
 
 
+def test_evict_b_hints_the_filter_loads_and_the_im2col_loads_stay_plain():
+    """ConvShape.check refuses evict_a (its im2col loads take no hint) and lets evict_b through: the SASS of that
+    build carries the policy (desc[URn]) on every tiled filter load and on no im2col load."""
+    from drvtma.runtime.compiler import compile_cubin
+    from drvtma.runtime.sass import disassemble
+
+    shape = ConvShape(n=32, h=56, w=56, c=64, k=64, r=3, s=3, pad=1)
+    cfg = CFG.with_(evict_b="first")
+    shape.check(cfg)
+    loads = [line for line in disassemble(compile_cubin(KERNEL_SOURCE, defines={**cfg.defines(), **shape.defines(cfg)}))
+             .splitlines() if "UTMALDG" in line]
+    filters, im2col = [ln for ln in loads if "UTMALDG.2D" in ln], [ln for ln in loads if "IM2COL" in ln]
+    assert filters and im2col and len(filters) + len(im2col) == len(loads)
+    assert all("desc[" in ln for ln in filters) and not any("desc[" in ln for ln in im2col)
+
+
 def test_output_size_and_gemm_extents():
     s = ConvShape(n=32, h=28, w=28, c=128, k=128, r=3, s=3, pad=1, stride=2)
     assert (s.p, s.q) == (14, 14) and s.gemm_mnk == (32 * 14 * 14, 128, 1152)
