@@ -120,9 +120,10 @@ EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"stre
 @pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
 def test_a_consumer_timeout_at_the_edge_takes_the_whole_warpgroup_out(ctx, name):
     """Warp 1 of each consumer warpgroup gives up on its first full-barrier wait after the stage filled; warps 0, 2
-    and 3 see it full. The warpgroup's vote takes all four out before the aligned wgmma (mma.sync: before the
-    epilogue's warpgroup barriers; stream-K: before the consumers' partial-sum barriers): BarrierTimeout naming
-    the full barrier and the consumer's wait, in a child process, not a hang."""
+    and 3 see it full. Warp 1 raises the stop word and goes on through the k-loop with its siblings (the aligned
+    wgmmas have the whole warpgroup); the vote after the loop takes all four out before the epilogue's warpgroup
+    barriers (stream-K: before the consumers' partial-sum barriers). BarrierTimeout naming the full barrier and the
+    consumer's wait at stage 0 only (once stopped, nobody gives up again), in a child process, not a hang."""
     result = run_edge_child(GEMM_SCRIPT, json.dumps(EDGE_CONFIGS[name]))
     waits = given_up_waits(result)
     assert all(w["where"] == 1 and w["stage"] == 0 and w["thread"] >= 128 for w in waits), result

@@ -1,6 +1,7 @@
-"""Uniform timeouts, in the SASS NVRTC makes (no GPU): the wgmma probe and the GEMM consumers vote (BAR.RED.OR)
-after their bounded wait and before the first aligned wgmma; the GEMM pays one vote per k-block, no more; the
-edge builds the GPU tests run (tests/edge_timeouts.py) compile for every configuration they use."""
+"""Uniform timeouts, in the SASS NVRTC makes (no GPU): the wgmma probe votes (BAR.RED.OR) after its bounded wait
+and before its aligned wgmmas; the GEMM consumers never leave a k-loop early (a timeout raises the stop word) and
+vote once after it, none inside; the edge builds the GPU tests run (tests/edge_timeouts.py) compile for every
+configuration they use."""
 
 from __future__ import annotations
 
@@ -31,18 +32,23 @@ def test_the_wgmma_probe_votes_before_its_wgmmas(edge):
         assert _first(ops, VOTE) < _first(ops, "HGMMA"), n
 
 
-EDGE_CONFIGS = {"wgmma": GemmConfig(), "mma.sync": GemmConfig(mma="mma_sync"), "stream-K": GemmConfig(streamk=True)}
+EDGE_CONFIGS = {"wgmma": GemmConfig(), "mma.sync": GemmConfig(mma="mma_sync"), "stream-K": GemmConfig(streamk=True),
+                "ping-pong": GemmConfig(pingpong=True, bn=128)}
 
 
 @pytest.mark.parametrize("edge", [False, True], ids=["plain", "edge build"])
 @pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
-def test_the_gemm_consumers_vote_once_per_k_block(name, edge):
+def test_the_gemm_consumers_vote_after_each_k_loop_not_inside(name, edge):
     cfg = EDGE_CONFIGS[name]
     ops = sass.functions(compile_cubin("gemm/gemm_ws.cu", defines={**cfg.defines(),
                                                                      **(EDGE_DEFINES if edge else {})}))["gemm_ws"]
-    votes = sum(op.startswith(VOTE) for op in ops)
-    if cfg.streamk:  # two k-loops (whole tiles, split runs), a consumers' vote after each, one per partial slot
-        assert votes >= 4, votes
-    else:  # the k-loop is not unrolled: one vote in it is one vote per k-block
-        assert votes == 1, votes
-    assert _first(ops, VOTE) < _first(ops, "HMMA" if cfg.mma == "mma_sync" else "HGMMA")
+    mma = "HMMA" if cfg.mma == "mma_sync" else "HGMMA"
+    votes = [i for i, op in enumerate(ops) if op.startswith(VOTE)]
+    mmas = [i for i, op in enumerate(ops) if op.startswith(mma)]
+    if cfg.streamk:  # two k-loops (whole tiles, split runs), the consumers' vote after each, one per partial slot
+        assert len(votes) == 3, votes
+        assert mmas[0] < votes[0] and votes[1] > mmas[-1], (votes, mmas[0], mmas[-1])
+    elif cfg.pingpong:  # the turn wait's vote before the k-loop, the loop's after it
+        assert len(votes) == 2 and votes[0] < mmas[0] and votes[1] > mmas[-1], (votes, mmas[0], mmas[-1])
+    else:  # one vote a tile, after every mma of the k-loop
+        assert len(votes) == 1 and votes[0] > mmas[-1], (votes, mmas[0], mmas[-1])

@@ -4,7 +4,8 @@
 // of the tile and run wgmma.mma_async on the stages through descriptors the host built with
 // drvtma.wgmma.descriptor_for (GEMM_DESC_A / GEMM_DESC_B: never written by hand here). Full barriers complete on
 // the TMA bytes, empty barriers on one arrival per consumer warp; every wait is bounded (mbar_wait -> status), and
-// a consumer warpgroup decides as one whether to go on (mbar_wait_group: its wgmmas are warpgroup-aligned).
+// a consumer warpgroup decides as one whether to go on: its wgmmas are warpgroup-aligned, so no thread leaves the
+// k-loop early (a timeout raises the CTA's stop word, mbar_wait_or_stop) and the warpgroup votes after it.
 // The epilogue scales by alpha, converts to the output type and stores through TMA from 128B-swizzled staging
 // buffers (two per consumer warpgroup, 64 rows x 128 B each), so ragged M / N are clipped by the store and
 // ragged K is zero-filled by the loads.
@@ -172,8 +173,8 @@ __device__ __forceinline__ int acc_col_block(int i, int w) {
     return GEMM_MMA_SYNC ? w * WARP_N + 8 * ((i >> 2) % NB) : 8 * (i >> 2);
 }
 
-// A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads); its full-barrier
-// waits vote on the same id (mbar_wait_group).
+// A CTA barrier among the 128 threads of one consumer warpgroup (ids 1.., 0 is __syncthreads); its vote after
+// each k-loop (and ping-pong's turn waits, mbar_wait_group) use the same id.
 __device__ __forceinline__ void warpgroup_bar(u32 id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
 // Tile index -> (tile row, tile column): GROUP tile rows are walked column by column, so the CTAs running at the
@@ -377,7 +378,7 @@ __device__ __forceinline__ void load_panel(unsigned char* dst, const CUtensorMap
 }
 
 __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* empty, const CUtensorMap* map_a,
-                                        const CUtensorMap* map_b, int rows, int cols, int K,
+                                        const CUtensorMap* map_b, int rows, int cols, int K, volatile u32* stop,
                                         DrvtmaStatus* status, u64* profile) {
     RingCursor rc;
     Stopwatch empty_wait;
@@ -389,7 +390,9 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             empty_wait.start();
             // (cluster or not, a CTA-scope wait, as CUTLASS's cluster pipelines wait: the peer's part of a stage
             // completes on this CTA's own barrier; mbar_wait_cluster's acquire would add an L1 invalidation)
-            if (!mbar_wait(&empty[rc.stage], rc.phase ^ 1u, status, kBarEmpty, rc.stage, kSiteProducer)) return false;
+            // (a timeout raises the stop word: the consumers stop waiting for stages that will not come)
+            if (!mbar_wait_or_stop(&empty[rc.stage], rc.phase ^ 1u, stop, status, kBarEmpty, rc.stage, kSiteProducer))
+                return false;
             empty_wait.stop();
             unsigned char* stage = ring + rc.stage * STAGE_BYTES;
             u64* bar = &full[rc.stage];
@@ -483,7 +486,7 @@ __device__ __forceinline__ bool add_partials(float (&acc)[M_ATOMS][ND], float* w
 }
 
 __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* staging, u64* full, u64* empty, u64* turns,
-                                        const CUtensorMap* map_c, int M, int N, int rows, int cols,
+                                        volatile u32* stop, const CUtensorMap* map_c, int M, int N, int rows, int cols,
                                         int K, float alpha, DrvtmaStatus* status, u64* profile,
                                         float* workspace, u32* flags, u32 epoch) {
     const int cw = threadIdx.x / 128 - 1;  // consumer warpgroup 0..CONSUMERS-1
@@ -530,13 +533,12 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
         int tm, tn;
         walk_coords(tile, rows, cols, tm, tn);
         int previous = -1;
-        bool ok = true;
         for (int kb = kb0; kb < kb1; ++kb) {
             full_wait.start();
-            // the warpgroup goes on to its aligned wgmmas (mma.sync: ldmatrix / mma.sync per warp, then the
-            // epilogue's warpgroup barriers) as one, or leaves as one (mbarrier.cuh: why it cannot hang)
-            ok = mbar_wait_group(&full[rc.stage], rc.phase, status, kBarFull, rc.stage, kSiteConsumer, 1 + cw, 128);
-            if (!ok) break;
+            // every thread goes on to the aligned wgmmas (mma.sync: ldmatrix / mma.sync per warp), whatever its
+            // wait gave: a timeout raises the stop word, and the warpgroup decides after the loop
+            // (mbarrier.cuh: mbar_wait_or_stop, why it cannot hang)
+            mbar_wait_or_stop(&full[rc.stage], rc.phase, stop, status, kBarFull, rc.stage, kSiteConsumer);
             full_wait.stop();
 #if GEMM_PINGPONG
             if (kb == kb1 - 1 && t == 0) mbar_arrive(&turns[cw ^ 1]);  // every full wait of the tile passed
@@ -598,11 +600,13 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
         wgmma_wait<0>();  // warpgroup-uniform also after a timeout: no wgmma outlives its CTA's shared memory
         if (previous >= 0) release(empty, previous);
 #endif
+        // the vote (uniform: mbarrier.cuh). Stream-K: the consumer warpgroups meet at consumers_bar below (partial
+        // sums), so they decide together; otherwise each warpgroup on its own.
 #if GEMM_STREAMK
-        // the consumer warpgroups meet at consumers_bar below (partial sums): they leave together too
-        ok = !group_any(kConsumersBar, kConsumerThreads, !ok);
+        if (group_any(kConsumersBar, kConsumerThreads, stop_raised(stop))) return false;
+#else
+        if (group_any(1 + cw, 128, stop_raised(stop))) return false;
 #endif
-        if (!ok) return false;
 #pragma unroll
         for (int a = 0; a < M_ATOMS; ++a)
 #pragma unroll
@@ -692,6 +696,8 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
         u64* profile, float* workspace, u32* flags, u32 epoch) {
     extern __shared__ unsigned char smem_raw[];
     __shared__ u64 full[STAGES], empty[STAGES], turns[2];  // turns: GEMM_PINGPONG's, one per consumer warpgroup
+    __shared__ u32 stop;  // the stop word (mbar_wait_or_stop); the barriers' initialisation below publishes it
+    if (threadIdx.x == 0) stop = 0u;
     unsigned char* ring = align_smem_1024(smem_raw);
     unsigned char* staging = ring + STAGES * STAGE_BYTES;
     const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
@@ -714,14 +720,14 @@ gemm_ws(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
             prefetch_tensormap(&map_b);
             prefetch_tensormap(&map_c);
 #endif
-            produce(ring, full, empty, &map_a, &map_b, rows, cols, K, status, profile);
+            produce(ring, full, empty, &map_a, &map_b, rows, cols, K, &stop, status, profile);
         }
     } else {
 #if GEMM_CONSUMER_REGS
         setmaxnreg_inc<GEMM_CONSUMER_REGS>();
 #endif
-        consume(ring, staging, full, empty, turns, &map_c, M, N, rows, cols, K, alpha, status, profile, workspace,
-                flags, epoch);
+        consume(ring, staging, full, empty, turns, &stop, &map_c, M, N, rows, cols, K, alpha, status, profile,
+                workspace, flags, epoch);
     }
 #if GEMM_CLUSTERED
     cluster_sync();  // the peer may still arrive on this CTA's empty barriers: stay until both are done

@@ -76,20 +76,28 @@ __device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
 
 DRVTMA_MBAR_PARITY_POLL(mbar_try_wait_parity, "try_wait.parity")
 
+// A CTA's stop word (mbar_wait_or_stop below): 0 while the run goes on, 1 once a thread gave up.
+__device__ __forceinline__ bool stop_raised(const volatile u32* stop) { return stop != nullptr && *stop != 0u; }
+__device__ __forceinline__ void raise_stop(volatile u32* stop) { *stop = 1u; }
+
 // ---- bounded waits: the one definition. `poll()` until it returns true; after DRVTMA_WAIT_TIMEOUT_NS the
 // timeout is recorded in the status block (who, where, which parity, since when: BarrierTimeout on the host) and
 // the wait returns false. Each thread's bound is its own: a wait returns in bounded time whatever the others do.
+// `stop` (optional, a CTA's stop word, see mbar_wait_or_stop): the wait also returns false, unrecorded, once the
+// word is raised.
 //
 // DRVTMA_TEST_GIVE_UP_BARRIER (test builds only): on waits naming that barrier id, warp 1 of every warpgroup waits
 // as usual and then reports a timeout anyway, as a thread whose deadline passed just before the phase completed
 // would; its sibling warps see the phase complete. The edge of the bound, made certain: only a uniform decision
-// (below) gets everyone out; a per-thread `return` would leave warps 0, 2, 3 inside the next aligned op.
+// (below) gets everyone out; a per-thread `return` would leave warps 0, 2, 3 inside the next aligned op. Not once
+// the stop word is raised: a thread gives up once, after which the waits of a stopped run return at once.
 template <typename Poll>
 __device__ __forceinline__ bool wait_bounded(Poll poll, DrvtmaStatus* st, u32 barrier_id, u32 stage, u32 parity,
-                                             u32 where) {
+                                             u32 where, const volatile u32* stop = nullptr) {
     if (!poll()) {
         const u64 start = globaltimer_ns();
         while (!poll()) {
+            if (stop_raised(stop)) return false;  // another thread's bound passed: it recorded the cause
             if (globaltimer_ns() - start > DRVTMA_WAIT_TIMEOUT_NS) {
                 drvtma_report_timeout(st, barrier_id, stage, parity, where, start);
                 return false;
@@ -97,7 +105,9 @@ __device__ __forceinline__ bool wait_bounded(Poll poll, DrvtmaStatus* st, u32 ba
         }
     }
 #ifdef DRVTMA_TEST_GIVE_UP_BARRIER
-    if (barrier_id == DRVTMA_TEST_GIVE_UP_BARRIER && (threadIdx.x / 32) % 4 == 1) {
+    // (the warp asks as one whether the run has stopped: all 32 lanes give up, or none)
+    if (barrier_id == DRVTMA_TEST_GIVE_UP_BARRIER && (threadIdx.x / 32) % 4 == 1 &&
+        !__any_sync(0xffffffffu, stop_raised(stop))) {
         drvtma_report_timeout(st, barrier_id, stage, parity, where, globaltimer_ns());
         return false;
     }
@@ -131,7 +141,8 @@ __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st
 // Why not cheaper: a vote only on the slow path cannot work, since a thread whose first try_wait succeeds cannot
 // know, without hearing from the others, that one of them has already given up; the fast path has to take part.
 // The vote costs one barrier instruction per wait (bar.red among the group, no shared memory); where the code
-// already meets at a CTA barrier after the wait, that barrier becomes the vote (__syncthreads_or) at no cost.
+// already meets at a CTA barrier after the wait, that barrier becomes the vote (__syncthreads_or) at no cost. A
+// loop that waits every iteration can instead vote once after it (mbar_wait_or_stop: nobody leaves the loop early).
 
 // OR of `p` over the `threads` threads (whole warps) that meet at named barrier `id`; every one of them must
 // call it. The warp converges first (a lane may come from a wait loop the others skipped), so the barrier can be
@@ -156,6 +167,24 @@ __device__ __forceinline__ bool group_any(u32 id, u32 threads, bool p) {
 __device__ __forceinline__ bool mbar_wait_group(u64* bar, u32 parity, DrvtmaStatus* st, u32 barrier_id, u32 stage,
                                                 u32 where, u32 group_bar, u32 threads) {
     return !group_any(group_bar, threads, !mbar_wait(bar, parity, st, barrier_id, stage, where));
+}
+
+// ---- a group that stays together through a loop, with one vote after it instead of one per wait. A consumer's
+// k-loop waits on a stage and then runs aligned operations on it, every k-block. mbar_wait_group's vote costs a
+// barrier instruction each time; this keeps the group uniform without it: no thread leaves the loop early.
+// A thread whose bound passes records the timeout, raises the CTA's stop word (a shared u32, zeroed before the
+// barriers are published) and goes on with the iteration as if the phase had completed: every thread of the group
+// runs the same aligned operations on the same stages (on stale data once stopped: the launch reports the timeout
+// and C is not to be read). Every other wait returns as soon as it sees the word, so each thread stays bounded: one
+// bound, then no more waiting. After the loop the group votes once on the word (group_any(id, threads,
+// stop_raised(stop))): all leave or all go on. Returns true when the phase completed for this thread; false when
+// it did not (its own timeout, recorded, or the word raised by another), and then the word is raised.
+__device__ __forceinline__ bool mbar_wait_or_stop(u64* bar, u32 parity, volatile u32* stop, DrvtmaStatus* st,
+                                                  u32 barrier_id, u32 stage, u32 where) {
+    if (wait_bounded([&] { return mbar_try_wait_parity(bar, parity); }, st, barrier_id, stage, parity, where, stop))
+        return true;
+    raise_stop(stop);
+    return false;
 }
 
 // The same over the whole CTA (every thread of the block calls it).
