@@ -98,13 +98,12 @@ def test_every_claim_configuration_is_exact(ctx, name):
 @pytest.mark.parametrize("cluster_m, cluster_n, pingpong", [(1, 1, False), (2, 1, False), (1, 2, False),
                                                         (1, 1, True)])
 def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, cluster_n, pingpong):
-    """Expect 16 bytes more than the loads deliver: no full wait completes. The first to run out (20 ms) raises the
-    stop word, the rest of the k-loop (10 k-blocks, deeper than the ring, so the producer meets stages the
-    consumers released after giving up) ends at once, and the kernel leaves (with a cluster along M or N, both CTAs
-    of each pair reach the closing cluster barrier; ping-pong: the warpgroup waiting for its turn runs out too)."""
+    """Expect 16 bytes more than the loads deliver: every full wait runs out (20 ms), the kernel leaves (with a
+    cluster along M or N, both CTAs of each pair reach the closing cluster barrier; ping-pong: the warpgroup
+    waiting for its turn runs out too)."""
     cfg = GemmConfig(cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong, bn=128 if pingpong else 256)
     gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
-    a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 640)
+    a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, 128)
     with pytest.raises(BarrierTimeout) as exc:
         gemm.matmul(a, b)
     first = exc.value.waits[0]
