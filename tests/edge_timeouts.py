@@ -1,8 +1,10 @@
 """Timeouts at the edge of the bound, made certain (DRVTMA_TEST_GIVE_UP_BARRIER, cu/include/drvtma/mbarrier.cuh):
 warp 1 of every warpgroup reports a timeout on the chosen barrier after the phase completed, while its sibling
 warps see the phase complete. A per-thread exit would leave the siblings inside a warpgroup-aligned wgmma for
-ever; the uniform wait takes the whole group out and the launch ends in BarrierTimeout. Each launch runs in a
-child process, so a regression ends in the child's timeout, not in a hung test run."""
+ever; the uniform decision takes the whole group out (the wgmma probe's vote at its wait; the GEMM's stop word, with
+which warp 1 goes on through the k-loop beside its siblings, and the vote after the loop) and the launch ends in
+BarrierTimeout. Each launch runs in a child process, so a regression ends in the child's timeout, not in a hung
+test run."""
 
 from __future__ import annotations
 
