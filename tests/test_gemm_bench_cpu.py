@@ -334,8 +334,10 @@ def test_skinny_problems_get_a_swapped_or_small_tile_and_the_point_names_it(fake
     assert fp8.for_problem(2048, 2048, 2048, 132) == fp8.with_(prefetch_maps=True)  # one tile a CTA: no overlap
     for cfg in (big.for_problem(8192, 8192, 1024, 132), fp8.for_problem(8192, 8192, 8192, 132)):
         assert cfg.check().smem_bytes <= 232448 and cfg.epilogue_buffers == cfg.epilogue_panels
-    # mma.sync was never timed or checked with it on the GPU: its double-buffered epilogue stays
+    # mma.sync was never timed or checked with them on the GPU: its double-buffered epilogue stays, and one wave of
+    # its tiles does not prefetch the maps
     assert GemmConfig(mma="mma_sync").for_problem(8192, 8192, 1024, 132) == GemmConfig(mma="mma_sync")
+    assert GemmConfig(mma="mma_sync").for_problem(2048, 2048, 2048, 132) == GemmConfig(mma="mma_sync")
     # no room for 3 stages beside eight staging buffers of fp32: the 4-stage ring stays
     assert GemmConfig(out_dtype="float32").for_problem(8192, 8192, 1024, 132) == GemmConfig(out_dtype="float32")
     # 66 x 32 = 2112 tiles = 16 whole waves: nothing to balance

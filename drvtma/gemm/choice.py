@@ -21,7 +21,7 @@
   4096 x 14336 x 4096 1.003-1.037; one to four waves of bf16 tiles (2048^3 to 4224 x 4096 x 4096) 0.985-0.996.
 - One wave or less (every CTA at most one tile: 2048^3's 128 tiles): the maps prefetched, as on the skinny tiles; the
   whole kernel lasts tens of microseconds. Five same-run pairs against the plain kernel: e4m3 2048^3 +0.4 to +1.4%,
-  bf16 -0.3 to +1.2% (+0.3% on average).
+  bf16 -0.3 to +1.2% (+0.3% on average). wgmma only: no GPU run timed or checked mma.sync with it.
 - A and B larger than the L2 (128 x 256 tiles): WIDE_GROUP_M tile rows walked together instead of 8, so the 132
   tiles running at once read as many rows of A as of B (16 x 8.25 tiles), and fewer of them come from memory twice.
   Three same-run readings a point: +0.4 to +1.8% on the eight such points of the bench (bf16 4096^3 and larger but
@@ -52,7 +52,9 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int, l2_bytes: int = L
     tiles = config.tiles(m, n)
     if tiles * 2 < sm_count and (config.bm, config.bn, config.consumers) != (64, 128, 1) and not config.swap_ab:
         return _skinny(config, m, k)
-    cfg = config.with_(prefetch_maps=True) if tiles <= sm_count and not config.prefetch_maps else config
+    # (measured with wgmma only, like whole-tile staging below)
+    one_wave = tiles <= sm_count and config.mma == "wgmma" and not config.prefetch_maps
+    cfg = config.with_(prefetch_maps=True) if one_wave else config
     if ((cfg.bm, cfg.bn, cfg.group_m) == (128, 256, GemmConfig.group_m) and cfg.persistent and cfg.cluster_size == 1
             and (m + n) * k * cfg.itemsize > l2_bytes):
         cfg = cfg.with_(group_m=WIDE_GROUP_M)
