@@ -72,6 +72,14 @@ def test_every_gemm_step_is_in_the_default_run_within_the_budget():
     assert all(s["timeout"] <= gpu_check.BUDGET_S for s in gpu_check.steps(False, workers=8))
 
 
+def test_the_gemm_profile_covers_every_point_the_gemm_bench_times():
+    """A point that misses cuBLAS gets its account (clock, issue rate, waits, epilogue, tail) from the same run."""
+    steps = gpu_check.steps(False, workers=8)
+    bench, profile = _step(steps, "bench_gemm")["cmd"], _step(steps, "gemm_profile")["cmd"]
+    assert "--profile" in profile and "--shapes" not in bench and "--shapes" not in profile
+    assert bench[bench.index("--dtypes") + 1] == profile[profile.index("--dtypes") + 1]
+
+
 def test_timing_marker_is_registered_and_used():
     assert "timing:" in (ROOT / "tests" / "conftest.py").read_text()
     marked = [p.name for p in sorted((ROOT / "tests").glob("test_*gpu.py")) if "pytest.mark.timing" in p.read_text()]
