@@ -103,9 +103,10 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, cluste
     ends the rest of the k-loop at once, and the kernel leaves (with a cluster along M or N, both CTAs of each pair
     reach the closing cluster barrier; ping-pong: the warpgroup waiting for its turn runs out too).
     K = 128 is 2 k-blocks, inside the 4-stage ring: the producer never waits, and the first wait to begin is a
-    consumer's at stage 0. K = 640 is 10: the producer waits for stage 0 to come back and, once the run has
-    stopped, loads nothing more (the consumers release stages whose full phase never completed). There the first
-    to begin may be that producer wait: with a CTA pair it began about 3 us before the consumers' (H200)."""
+    consumer's at stage 0. K = 640 is 10: the producer waits for stage 0 to come back, and the consumers, once
+    stopped, release stages whose full phase never completed, so the producer goes on loading; the launch still
+    ends in the timeout. There the first to begin may be that producer wait: with a CTA pair it began about 3 us
+    before the consumers' (H200)."""
     cfg = GemmConfig(cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong, bn=128 if pingpong else 256)
     gemm = Gemm(cfg, extra_defines={"GEMM_TX_BYTES": cfg.tx_bytes + 16, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"})
     a, b = exact_operands(np.random.default_rng(SEED), cfg.dtype, 256, 512, k)

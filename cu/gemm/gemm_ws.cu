@@ -390,11 +390,8 @@ __device__ __forceinline__ void produce(unsigned char* ring, u64* full, u64* emp
             empty_wait.start();
             // (cluster or not, a CTA-scope wait, as CUTLASS's cluster pipelines wait: the peer's part of a stage
             // completes on this CTA's own barrier; mbar_wait_cluster's acquire would add an L1 invalidation)
-            // (a timeout raises the stop word: the consumers stop waiting for stages that will not come). Once the
-            // run has stopped, no new loads: the consumers release stages they gave up on, whose full phase may
-            // never have completed, and a second arm of such a phase would take its arrival count below zero.
-            if (!mbar_wait_or_stop(&empty[rc.stage], rc.phase ^ 1u, stop, status, kBarEmpty, rc.stage, kSiteProducer) ||
-                stop_raised(stop))
+            // (a timeout raises the stop word: the consumers stop waiting for stages that will not come)
+            if (!mbar_wait_or_stop(&empty[rc.stage], rc.phase ^ 1u, stop, status, kBarEmpty, rc.stage, kSiteProducer))
                 return false;
             empty_wait.stop();
             unsigned char* stage = ring + rc.stage * STAGE_BYTES;
