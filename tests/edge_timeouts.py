@@ -14,6 +14,10 @@ from drvtma.testing.children import run_child
 
 GIVE_UP_BARRIER = 0  # the full barrier in the GEMM, the probe's only barrier
 EDGE_DEFINES = {"DRVTMA_TEST_GIVE_UP_BARRIER": GIVE_UP_BARRIER, "DRVTMA_WAIT_TIMEOUT_NS": "20000000ull"}
+# The GEMM schedules whose consumers the edge build takes out (GemmConfig fields): the GPU tests run each in a
+# child, and tests/test_waits_cpu.py checks the vote in each one's SASS.
+GEMM_EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True},
+                     "ping-pong": {"pingpong": True, "bn": 128}}
 
 _REPORT = r'''
 def report(run):

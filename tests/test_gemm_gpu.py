@@ -27,7 +27,7 @@ from drvtma.gemm.launch import Gemm
 from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
 from drvtma.runtime.figures import record_test as record
 
-from edge_timeouts import EDGE_DEFINES, GEMM_SCRIPT, given_up_waits, run_edge_child
+from edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS, GEMM_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma", "setmaxnreg")]
 
@@ -121,18 +121,14 @@ def test_a_stage_that_never_fills_ends_in_barrier_timeout(ctx, cluster_m, cluste
            first=str(first))
 
 
-EDGE_CONFIGS = {"wgmma": {}, "mma.sync": {"mma": "mma_sync"}, "stream-K": {"streamk": True},
-                "ping-pong": {"pingpong": True, "bn": 128}}
-
-
-@pytest.mark.parametrize("name", sorted(EDGE_CONFIGS))
+@pytest.mark.parametrize("name", sorted(GEMM_EDGE_CONFIGS))
 def test_a_consumer_timeout_at_the_edge_takes_the_whole_warpgroup_out(ctx, name):
     """Warp 1 of each consumer warpgroup gives up on its first full-barrier wait after the stage filled; warps 0, 2
     and 3 see it full. Warp 1 raises the stop word and goes on through the k-loop with its siblings (the aligned
     wgmmas have the whole warpgroup); the vote after the loop takes all four out before the epilogue's warpgroup
     barriers (stream-K: before the consumers' partial-sum barriers). BarrierTimeout naming the full barrier and the
     consumer's wait at stage 0 only (once stopped, nobody gives up again), in a child process, not a hang."""
-    result = run_edge_child(GEMM_SCRIPT, json.dumps(EDGE_CONFIGS[name]))
+    result = run_edge_child(GEMM_SCRIPT, json.dumps(GEMM_EDGE_CONFIGS[name]))
     waits = given_up_waits(result)
     assert all(w["where"] == 1 and w["stage"] == 0 and w["thread"] >= 128 for w in waits), result
     assert "full barrier" in result["message"] and "consumer waits for a full stage" in result["message"], result

@@ -12,7 +12,7 @@ from drvtma.runtime import sass
 from drvtma.runtime.compiler import compile_cubin
 from drvtma.wgmma.probe import PROBE_NS, PROBE_SOURCE
 
-from edge_timeouts import EDGE_DEFINES
+from edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS
 
 VOTE = "BAR.RED.OR"
 
@@ -32,8 +32,7 @@ def test_the_wgmma_probe_votes_before_its_wgmmas(edge):
         assert _first(ops, VOTE) < _first(ops, "HGMMA"), n
 
 
-EDGE_CONFIGS = {"wgmma": GemmConfig(), "mma.sync": GemmConfig(mma="mma_sync"), "stream-K": GemmConfig(streamk=True),
-                "ping-pong": GemmConfig(pingpong=True, bn=128)}
+EDGE_CONFIGS = {name: GemmConfig(**fields) for name, fields in GEMM_EDGE_CONFIGS.items()}
 
 
 @pytest.mark.parametrize("edge", [False, True], ids=["plain", "edge build"])
