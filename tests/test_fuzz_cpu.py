@@ -257,9 +257,11 @@ def test_figure_line_for_gpu_check(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("DRVTMA_REPORT_JSONL", str(jsonl))
     main(["fuzz", "encode", "--examples", "64", "--seed", "1", "--fake-device", "--quiet", "--out", str(tmp_path),
           "--no-db"])
-    figure = json.loads(jsonl.read_text().splitlines()[-1])
+    figure, coverage = (json.loads(line) for line in jsonl.read_text().splitlines()[-2:])
     assert figure["test"] == "fuzz_campaign" and figure["target"] == "encode"
     assert figure["cases"] == 64 and figure["mismatches"] == 0 and figure["per_second"] > 0
+    assert coverage["test"] == "coverage" and coverage["target"] == "encode"
+    assert 0 < coverage["hit"] < coverage["classes"] and len(coverage["unhit"]) == coverage["classes"] - coverage["hit"]
 
 
 def test_fuzz_list_and_unknown_target(capsys):

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
+from drvtma.fuzz.coverage import Coverage
+from drvtma.fuzz.coverage.decode import MODEL as DECODE_COVERAGE
+from drvtma.runtime.figures import record_figure, record_test as record
 from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
@@ -57,9 +59,10 @@ def test_decode_round_trip_of_driver_encoded_maps(ctx):
     encoded by the driver decode back exactly, and the host encoder writes the driver's bytes."""
     rng = np.random.default_rng(SEED)
     start = time.perf_counter()
-    mismatches, host_mismatches, bit85, seen = [], 0, 0, Counter()
+    mismatches, host_mismatches, bit85, seen, specs = [], 0, 0, Counter(), []
     for _ in range(DECODE_SPECS):
         spec = random_spec(rng)
+        specs.append(spec)
         raw = encode_unchecked(spec.tma_params(), spec.base_address).to_bytes()
         got, address = decode(raw)
         if not same_map(got, spec) or address != spec.base_address:
@@ -71,8 +74,12 @@ def test_decode_round_trip_of_driver_encoded_maps(ctx):
     seconds = round(time.perf_counter() - start, 1)
     record(test="decode_roundtrip", specs=DECODE_SPECS, mismatches=len(mismatches), host_encode_mismatches=host_mismatches,
            small_tensor_bit_set=bit85, seconds=seconds, kinds=len(seen))
+    cov = Coverage("decode_roundtrip", DECODE_COVERAGE.universe())
+    cov.add(DECODE_COVERAGE.count(specs))
+    record_figure(cov.figure())
     assert not mismatches, f"{len(mismatches)} maps decode wrongly, first: {mismatches[:2]}"
     assert host_mismatches == 0
+    assert not cov.unhit(), f"the round trip never reached these classes:\n{cov.summary()}"
     assert len(seen) == 13 + 5 + 3 + 4 + 4 + 2, f"not every kind was drawn: {sorted(seen)}"
 
 

@@ -88,6 +88,8 @@ def _parser() -> Parser:
                    "written as found)")
     p.add_argument("--shrink-seconds", type=seconds, default=60.0, help="time allowed to shrink one failure (> 0)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--require-coverage", type=natural, default=0, metavar="N", help="exit 1 unless every class of "
+                   "the target's coverage universe was hit at least N times (default 0: report coverage only)")
     p.add_argument("--fake-device", action="store_true", help="the oracle stands in for the GPU (tests the "
                    "campaign machinery without one; finds no hardware bugs)")
     p.add_argument("--kernel", help="fuzz YOUR kernel instead of drvtma's probe (loads, stores, reductions): "
@@ -179,10 +181,10 @@ def fuzz_command(argv: list[str]) -> int:
     else:
         database = open_database(db_path) if db_path else None
         result = run_campaign(target, options, database=database, progress=not args.quiet, shard=shard, **campaign)
-    return _finish(target, result, Path(args.out))
+    return _finish(target, result, Path(args.out), args.require_coverage)
 
 
-def _finish(target, result, out: Path) -> int:
+def _finish(target, result, out: Path, require_coverage: int = 0) -> int:
     """Reproducers, the reports, the summary on stdout and the figure line; exit 1 when anything failed."""
     reproducers = report.write_reproducers(target, result, out)
     js, md = report.write_reports(result, out, reproducers)
@@ -190,6 +192,8 @@ def _finish(target, result, out: Path) -> int:
     print()
     print(report.headline(result))
     print(f"what bounds the rate: {bound_by(result.timing)}")
+    if result.coverage is not None:
+        print(result.coverage.summary())
     print(f"reports: {md}, {js}")
     for path in reproducers:
         print(f"reproducer: {path}  (drvtma repro {path})")
@@ -200,7 +204,17 @@ def _finish(target, result, out: Path) -> int:
                    "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
                    "mismatches": result.mismatches, "seed": result.seed, "shards": result.shards,
                    "bound_by": bound_by(result.timing), "timing": result.timing})
-    return 1 if result.mismatches or result.known_failures else 0
+    short = []
+    if result.coverage is not None:
+        record_figure(result.coverage.figure())
+        short = result.coverage.unhit(require_coverage) if require_coverage else []
+        if short:
+            print(f"coverage below {require_coverage} hits in {len(short)} class(es): {', '.join(short[:10])}"
+                  + (" ..." if len(short) > 10 else ""))
+    elif require_coverage:
+        print(f"--require-coverage: the {target.name} target measures no coverage")
+        short = [target.name]
+    return 1 if result.mismatches or result.known_failures or short else 0
 
 
 def merge_command(argv: list[str]) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ArgumentError, as_int
 from .choosers import RecordingChooser, case_seed
+from .coverage import Coverage, coverage_of
 from .targets import Outcome, Target
 
 LABEL_ORDER = ("dtype", "rank", "swizzle", "fill")
@@ -55,9 +56,12 @@ class CampaignResult:
     shard: int | None = 0  # this shard's index k (None: a merge of several)
     budget: dict = field(default_factory=dict)  # {"examples": ..., "seconds": ...}: the campaign a seed defines
     per_shard: list = field(default_factory=list)  # a merge's rows: shard, cases, size, mismatches, seconds, devices
+    coverage: Coverage | None = None  # hits per class of the target's coverage model (None: it has none)
 
     def add(self, target: Target, case, outcome: Outcome) -> None:
         size = target.size(case)
+        if self.coverage is not None:
+            self.coverage.add(target.coverage.classes(case))
         self.cases += 1
         self.size += size
         self.mismatches += not outcome.ok
@@ -133,7 +137,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
         examples = 1000
     seed, examples, seconds, k, n = check_campaign(target, options, seed, examples, seconds, shard)
     result = CampaignResult(target.name, options, int(seed), shards=n, shard=k,
-                            budget={"examples": examples, "seconds": seconds})
+                            budget={"examples": examples, "seconds": seconds}, coverage=coverage_of(target, options))
     own_session = session is None
     session = target.session(options, fake=fake) if own_session else session
     bar = Progress(progress, examples, seconds, target.unit)
@@ -158,10 +162,12 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
             built = [build_case(target, options, seed, i) for i in range(first, last)]
             timing["generate"] += time.perf_counter() - t
             outcomes = session.check([case for case, _ in built])
+            t = time.perf_counter()
             for i, ((case, trace), outcome) in enumerate(zip(built, outcomes)):
                 result.add(target, case, outcome)
                 if not outcome.ok:
                     result.failures.append(Failure(first + i, case, trace, outcome, shard=k))
+            timing["count+coverage"] += time.perf_counter() - t
             result.batches.append(batch)
             batch += n
             bar.update(result)
@@ -209,6 +215,11 @@ def merge_results(parts: list[CampaignResult], case_key=None) -> CampaignResult:
     first = parts[0]
     merged = CampaignResult(first.target, first.options, first.seed, shards=len(parts), shard=None,
                             budget=first.budget)
+    covered = [p.coverage for p in parts if p.coverage is not None]
+    if covered:
+        merged.coverage = Coverage(covered[0].target, covered[0].universe)
+        for c in covered:
+            merged.coverage.merge(c)
     timing = Counter()
     known = set()
     for part in sorted(parts, key=lambda p: p.shard or 0):

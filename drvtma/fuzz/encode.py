@@ -14,6 +14,7 @@ from ..errors import CudaError
 from ..tma.rules import driver_should_accept, validate_all
 from ..tma.spec import TensorMapSpec
 from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
+from .coverage.encode import ENCODE_COVERAGE
 from .targets import Outcome, Session, Target, spec_labels
 
 ADDRESS_WINDOW = 1 << 20
@@ -76,6 +77,7 @@ class EncodeTarget(Target):
     unit = "specs"
     cases_per_batch = 64
     session_class = EncodeSession
+    coverage = ENCODE_COVERAGE
 
     def configure(self, spec=None) -> dict:
         if spec is not None:

@@ -13,6 +13,8 @@ from ..tma import im2col_oracle as oracle
 from ..tma.im2col_rules import im2col_driver_should_accept, validate_im2col
 from ..tma.im2col_spec import Im2colSpec
 from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
+from .coverage.encode import IM2COL_ENCODE_COVERAGE
+from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget
 from .targets import Outcome, Session, Target, spec_labels
 
@@ -41,6 +43,7 @@ class Im2colEncodeTarget(EncodeTarget):
     name = "im2col_encode"
     description = "validator (drvtma.tma.im2col_rules) vs cuTensorMapEncodeIm2col, specs at every rule's edges"
     session_class = Im2colEncodeSession
+    coverage = IM2COL_ENCODE_COVERAGE
 
     def configure(self, spec=None) -> dict:
         return {"spec": _no_spec(spec)}
@@ -109,6 +112,8 @@ class Im2colTarget(Target):
     unit = "loads"
     cases_per_batch = 8
     session_class = Im2colSession
+    coverage = Im2colCoverage()
+    version = 2  # N's element stride drawn 1..8
 
     def configure(self, spec=None, *, data_seed: int = POOL_SEED) -> dict:
         return {"spec": _no_spec(spec), "data_seed": int(data_seed), "pool_bytes": POOL_BYTES}

@@ -15,6 +15,7 @@ import numpy as np
 from ..tma import oracle
 from ..tma.spec import TensorMapSpec
 from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
+from .coverage.tiled import TiledLoadsCoverage
 from .targets import Outcome, Session, Target, spec_labels
 
 DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
@@ -143,6 +144,7 @@ class LoadsTarget(Target):
     unit = "boxes"
     cases_per_batch = 8
     session_class = LoadsSession
+    coverage = TiledLoadsCoverage()
 
     def configure(self, spec=None, *, data_seed: int = DATA_SEED, max_boxes: int = MAX_BOXES) -> dict:
         pool = POOL_BYTES

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..errors import ArgumentError
 from .campaign import CampaignResult, Failure, merge_results
+from .coverage import coverage_of
 from .targets import Outcome, get_target
 
 SAME = ("target", "seed", "drvtma_version", "options", "budget")  # what one campaign's shards share
@@ -103,6 +104,9 @@ def result_from_json(d: dict) -> CampaignResult:
                             budget=d["budget"])
     result.by_label = {f"{row['label']}={row['value']}": [row["cases"], row["size"], row["mismatches"]]
                        for row in d["by"]}
+    result.coverage = coverage_of(target, d["options"])
+    if result.coverage is not None and d.get("coverage"):
+        result.coverage.counts.update(d["coverage"].get("counts", {}))
     for f in d["failures"]:
         case = target.case_from_json(f["case"], d["options"])
         shrunk = None if f.get("shrunk_case") is None else target.case_from_json(f["shrunk_case"], d["options"])

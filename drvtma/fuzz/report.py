@@ -75,6 +75,8 @@ def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dic
             "devices": result.devices,
             "by": [dict(zip(("label", "value", "cases", "size", "mismatches"), row)) for row in summary_rows(result)],
             "failures": [failure_json(target, f, path) for f, path in zip(result.failures, paths)],
+            "coverage": None if result.coverage is None else {**result.coverage.figure(),
+                                                               "counts": dict(result.coverage.counts)},
             "reproducers": reproducers or []}
 
 
@@ -86,6 +88,9 @@ def to_markdown(result: CampaignResult, reproducers: list[str] | None = None) ->
     if result.known_failures:
         lines += [f"- {result.known_failures} failure(s) from the example database still fail", ""]
     lines += ["## Summary", "", summary_table(result, "github"), ""]
+    if result.coverage is not None:
+        lines += ["## Coverage", "", result.coverage.summary(), "", table_text(
+            ["class family", "classes", "hit", "fewest hits"], result.coverage.rows(), "github"), ""]
     if reproducers:
         lines += ["## Reproducers (replay with `drvtma repro FILE`)", ""]
         lines += [f"- `{path}`" for path in reproducers]

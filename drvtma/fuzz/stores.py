@@ -18,6 +18,7 @@ from ..tma.spec import TensorMapSpec
 from ..tma.stores import (CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case,
                           random_values)
 from .choosers import ChooserGenerator
+from .coverage.stores import StoresCoverage
 from .targets import Outcome, Session, Target, spec_labels
 
 DIFF_LIMIT = 16
@@ -78,11 +79,13 @@ class StoresSession(Session):
 class StoresTarget(Target):
     unit = "cases"
     cases_per_batch = 250
+    version = 2  # 2: random_store_case draws the inner element stride and the L2 promotion
     fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
     session_class = StoresSession
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description
+        self.coverage = StoresCoverage(ops)  # the kernel-stores / kernel-reductions targets inherit it
 
     def configure(self, spec=None) -> dict:
         if spec is not None:

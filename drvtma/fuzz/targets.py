@@ -14,7 +14,9 @@ A target (a `Target` subclass, one instance) provides:
 - ``labels(case)`` (dtype, rank, swizzle, fill: the summary table's rows; `spec_labels` for a map), ``size(case)``,
   ``case_to_json(case)`` / ``case_from_json(d, options)`` (the reproducer), ``describe(case)``;
 - optionally ``focus(trace, case, outcome)``: the recorded choices narrowed to the failing part (e.g. only the
-  boxes that differed) before shrinking.
+  boxes that differed) before shrinking;
+- ``coverage``: a `drvtma.fuzz.coverage.CoverageModel` (the classes of input the oracle answers for, and those one
+  case falls into), counted by every campaign; None: the target measures none.
 
 Register a new one with a line in BUILTIN_TARGETS ("name": "module:attribute", imported only when asked for),
 with `register(target)` at run time, or with an entry point in the group ``drvtma.fuzz_targets``.
@@ -113,6 +115,7 @@ class Target:
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
     session_class: type[Session] | None = None
+    coverage = None  # a coverage.CoverageModel
 
     def configure(self, spec=None) -> dict:
         return {"spec": spec.to_dict() if spec is not None else None}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tma.dtypes import ALL_DTYPES, tma_dtype
+from ..tma.dtypes import ALL_DTYPES, PACKED_DTYPES, tma_dtype
 from ..tma.im2col_spec import (CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE,
                                Im2colSpec)
 from ..tma.spec import (SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle,
@@ -48,7 +48,7 @@ def build_im2col_spec(ch, *, dtypes=ALL_DTYPES, ranks=(3, 4, 5), max_spatial: in
         upper.append(up)
     pitch = max(cpp * dt.itemsize, span)
     pixels = ch.integer(1, min(MAX_PIXELS_PER_COLUMN, MAX_PROBE_SMEM // pitch, 96))
-    es = (1, *(ch.integer(1, 3) for _ in range(ns)), ch.integer(1, 8))  # N's stride 1: not pinned yet
+    es = (ch.integer(1, 8), *(ch.integer(1, 3) for _ in range(ns)), ch.integer(1, 8))
     fill = ch.choice([OobFill.ZERO, OobFill.NAN] if dt.is_float else [OobFill.ZERO])
     return Im2colSpec(dt, shape, tuple(strides), tuple(lower), tuple(upper), cpp, pixels, es,
                       Interleave.NONE, swizzle, ch.choice(list(L2Promotion)), fill)
@@ -71,14 +71,14 @@ def build_im2col_loads(ch, spec: Im2colSpec, count: int) -> tuple[np.ndarray, np
 
 
 EDGE_AREAS = ("rank", "dims", "corners", "box", "channels", "pixels", "strides", "element_strides", "swizzle", "fill",
-              "interleave", "address", "smem", "none")
+              "interleave", "address", "smem", "dtype", "overlap", "none")
 
 
 def build_edge_im2col_spec(ch) -> Im2colSpec:
     """Any im2col spec: one area (EDGE_AREAS) drawn at, just inside or just outside its rules' limits, the rest
     drawn safe (the fuzz of the validator against the driver): about one spec in three is valid."""
     focus = ch.choice(EDGE_AREAS)
-    dt = tma_dtype(ch.choice(list(ALL_DTYPES)))
+    dt = tma_dtype(ch.choice(list(PACKED_DTYPES) if focus == "dtype" and ch.chance(0.5) else list(ALL_DTYPES)))
     rank = ch.choice([2, 6, 3, 4, 5]) if focus == "rank" else ch.choice([3, 4, 5])
     ns = max(rank - 2, 0)
     lo_c, hi_c = CORNER_RANGE.get(rank, (-16, 15))
@@ -95,6 +95,10 @@ def build_edge_im2col_spec(ch) -> Im2colSpec:
         strides[0] = ch.choice([0, 1 << 40, (1 << 40) - 16])
     elif focus == "strides" and ch.chance(0.2):
         strides[-1] = 2 * dt.itemsize  # the channels not contiguous
+    if focus == "overlap" and rank >= 3:  # an outer axis at stride 0 (shape > 1), or inside the next inner one
+        axis = ch.integer(0, rank - 2)
+        shape[axis] = max(shape[axis], 2)
+        strides[axis] = 0 if ch.chance(0.5) else strides[axis + 1]
     lower = [0] * ns
     upper = [0 for _ in spatial]
     if focus == "corners":
@@ -104,7 +108,7 @@ def build_edge_im2col_spec(ch) -> Im2colSpec:
         a = ch.integer(0, ns - 1)
         lower[a] = ch.integer(-2, 1)
         upper[a] = lower[a] - spatial[a] + ch.choice([-1, 0, 1])
-    swizzle = ch.choice([*SM90_SWIZZLES, 4, 6, 7]) if focus == "swizzle" and ch.chance(0.2) else ch.choice(SM90_SWIZZLES)
+    swizzle = ch.choice([*SM90_SWIZZLES, 4, 5, 6, 7]) if focus == "swizzle" and ch.chance(0.5) else ch.choice(SM90_SWIZZLES)
     span = SWIZZLE_SPAN_BYTES.get(swizzle) or 256 * dt.itemsize
     safe_cpp = unit * ch.integer(1, max(1, min(256, span // dt.itemsize) // unit))
     cpp = (ch.choice([0, 1, unit - 1 or 1, unit, unit + 1, 255, 256, 257]) if focus == "channels" else
@@ -116,7 +120,7 @@ def build_edge_im2col_spec(ch) -> Im2colSpec:
               ch.integer(1, max(1, min(1024, 32 * 1024 // pitch))))
     es = [ch.choice([0, 1, 8, 9]) if focus == "element_strides" and ch.chance(0.5) else ch.integer(1, 3)
           for _ in shape]
-    interleave = ch.choice(list(Interleave)) if focus == "interleave" else Interleave.NONE
+    interleave = ch.choice(list(Interleave)) if focus == "interleave" or ch.chance(0.15) else Interleave.NONE
     if interleave == Interleave.B32 and ch.chance(0.5):
         swizzle = Swizzle.B32
     fill = ch.choice(list(OobFill)) if focus == "fill" else (OobFill.NAN if dt.is_float and ch.chance(0.3)

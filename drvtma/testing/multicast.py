@@ -6,14 +6,15 @@ from __future__ import annotations
 from ..cluster import multicast as M
 from ..cluster import probe as P
 from ..tma.encode import encode_tiled
-from .strategies import build_coordinates, build_valid_spec
+from ..tma.dtypes import ALL_DTYPES
+from .strategies import RngChooser, build_coordinates, build_valid_spec
 
 
-def tiled_batch(ch, rng, cluster, buf, host):
+def tiled_batch(ch, rng, cluster, buf, host, dtype=None):
     """Tiled multicasts of one random valid map over `buf` (its bytes in `host`): 1-4 slots, shifted boxes."""
     ctas, slots = P.cluster_size(cluster), ch.integer(1, 4)
     per_slot = (40 << 10 if ctas > 8 else 96 << 10) // slots - 1024
-    spec = build_valid_spec(ch, interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
+    spec = build_valid_spec(ch, dtypes=ALL_DTYPES if dtype is None else (dtype,), interleave=False, address=False, max_dim=ch.choice([8, 40, 300]),
                             max_smem_bytes=min(per_slot, ch.choice([1024, 4096, 16384])), max_extent_bytes=4 << 20)
     align = ch.choice([16, 128, 1024])
     offset = ch.integer(0, (host.size - spec.extent_bytes - 1024) // align) * align
@@ -39,3 +40,31 @@ def bulk_batch(ch, rng, cluster, buf, host):
     batch = P.Batch(cluster, op_lists, slots, M.slot_bytes_for(None, box_offset, most), box_offset,
                     poison=ch.integer(0, (1 << 32) - 1))
     return batch, dict(source=buf), host
+
+
+def fuzz_shapes() -> list[tuple[int, int, int]]:
+    """One cluster shape of every size the multicast rules accept (1..MASK_BITS), spread over x, y and z."""
+    out = []
+    for n in range(1, M.MASK_BITS + 1):
+        axis = n % 3  # sizes take turns on x, y and z
+        out.append(tuple(n if k == axis else 1 for k in range(3)))
+    return out
+
+
+def fuzz_batches(rng, buf, host, late_expect: float = 0.125):
+    """The multicast fuzz's batches, endlessly: (batch, run arguments, global bytes). Shapes cycle; each round
+    makes a different quarter of them bulk, so every size meets both copy kinds every 4 rounds; tiled maps cycle
+    through every dtype. A `late_expect` share arm after the bytes landed (tx < 0)."""
+    ch, shapes = RngChooser(rng), fuzz_shapes()
+    i = tiled = 0
+    while True:
+        cluster = shapes[i % len(shapes)]
+        if (i + i // len(shapes)) % 4 == 3:
+            batch, args, global_bytes = bulk_batch(ch, rng, cluster, buf, host)
+        else:
+            batch, args, global_bytes = tiled_batch(ch, rng, cluster, buf, host, dtype=ALL_DTYPES[tiled % len(ALL_DTYPES)])
+            tiled += 1
+        if ch.chance(late_expect):
+            batch.flags = P.HAZARD_FLAGS["late_expect"]
+        yield batch, args, global_bytes
+        i += 1

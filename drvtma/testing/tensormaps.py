@@ -28,7 +28,9 @@ def random_address(rng: np.random.Generator, interleave=Interleave.NONE) -> int:
 def random_spec(rng: np.random.Generator) -> TensorMapSpec:
     """A random valid spec (every dtype, rank, interleave, swizzle, L2 promotion, fill) at a random address.
 
-    A third get large dims (strides up to 2^39) so wide fields are exercised, not only small shapes.
+    A third get large dims (strides up to 2^39) so wide fields are exercised, not only small shapes; `EDGE_CHANCE`
+    of them move one axis' dim, stride or box to an encoding edge (`edge_spec`), so every class of
+    drvtma.fuzz.coverage.decode is reached.
     """
     ch = RngChooser(rng)
     max_dim = int(rng.choice([300, 300, 70000]))
@@ -38,6 +40,8 @@ def random_spec(rng: np.random.Generator) -> TensorMapSpec:
             break
         except AssertionError:  # strides past 2^40 with big dims at rank 5: draw again
             continue
+    if rng.random() < EDGE_CHANCE:
+        spec = edge_spec(rng, spec)
     return spec.replace(base_address=random_address(rng, spec.interleave))
 
 
@@ -102,3 +106,42 @@ def one_at_a_time_specs() -> list[tuple[str, TensorMapSpec]]:
     for r in range(1, 5):
         out.append((f"rank {r}", base_spec(r)))
     return out
+
+
+# ---------------------------------------------------------------------------------------------- encoding edges
+
+EDGE_CHANCE = 0.4  # random_spec moves one field of one axis to where its encoding changes this often
+
+
+def edge_spec(rng: np.random.Generator, spec: TensorMapSpec) -> TensorMapSpec:
+    """`spec` with one axis' dim (past 2^16, 2^31, up to 2^32), stride (past 2^32, 2^39) or box (256) at an
+    encoding edge, the strides re-nested around it; `spec` itself when no valid variant of that draw exists."""
+    r, s = spec.rank, spec.itemsize
+    a = int(rng.integers(r))
+    shape, strides, box, es = (list(v) for v in (spec.shape, spec.strides_bytes, spec.box, spec.element_strides))
+    kind = str(rng.choice(["dim", "dim", "stride", "box"] if r > 1 else ["dim", "box"]))
+    if kind == "stride" and a == r - 1:
+        a = int(rng.integers(r - 1))
+    align = address_alignment(spec.interleave)
+    if kind == "dim":
+        shape[a] = int(rng.choice([1, (1 << 16) + 1 + int(rng.integers(1 << 20)),
+                                   (1 << 31) + int(rng.integers(1, 1 << 20)), (1 << 32) - int(rng.integers(0, 1 << 10)),
+                                   1 << 32]))
+    elif kind == "box":
+        box[a], es[a] = 256, 1
+        box = [b if k in (a, r - 1) else 1 for k, b in enumerate(box)]
+    for most in (None, 4, 1):
+        if most:  # the other dims small, so the nested strides stay below 2^40
+            shape = [v if k == a else min(v, most) for k, v in enumerate(shape)]
+        order = sorted(range(r - 1), key=lambda k: strides[k])  # innermost-first nesting, kept
+        new, step, previous = list(strides), shape[-1] * s, s
+        for k in order:
+            new[k] = previous = -(-max(step, previous + 1) // align) * align
+            step = new[k] * shape[k]
+        if kind == "stride":
+            new[a] = max(new[a], (1 << int(rng.choice([32, 39]))) + align * int(rng.integers(1 << 10)))
+            new[a] = min(new[a], (1 << 40) - align)
+        out = spec.replace(shape=tuple(shape), strides_bytes=tuple(new), box=tuple(box), element_strides=tuple(es))
+        if out.is_valid():
+            return out
+    return spec

@@ -30,7 +30,7 @@ from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, U
                      tma_dtype)
 from .oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
 from .rules import round_up
-from .spec import Interleave, Swizzle, TensorMapSpec
+from .spec import Interleave, L2Promotion, Swizzle, TensorMapSpec
 
 STORE = "store"
 REDUCE_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")  # index = op number in copy.cuh
@@ -342,21 +342,31 @@ def random_values(dtype, op: str, n: int, rng: np.random.Generator) -> np.ndarra
 
 def random_store_case(rng: np.random.Generator, *, ops=None, dtypes=STORE_DTYPES, max_box_bytes: int = 32768,
                       max_extent_bytes: int = 1 << 18, straddle_reductions: bool = False) -> StoreCase:
-    """A random valid case: rank 1..5, partial and out-of-bounds boxes, padded strides, element strides, swizzles.
+    """A random valid case: rank 1..5, partial and out-of-bounds boxes, padded strides, element strides (the inner
+    one too), swizzles, L2 promotions.
 
     Reductions get inner extents that are whole 16-byte chunks unless `straddle_reductions` (that edge is pinned by
     its own test). `ops` limits the operations (default: store half the time, else a legal reduction).
     """
     for _ in range(1000):
-        dt = tma_dtype(dtypes[int(rng.integers(len(dtypes)))])
-        legal = [STORE] + [op for op in REDUCE_OPS if dt in REDUCE_DTYPES[op]]
-        if ops is None:  # half stores, half reductions where the dtype has any
-            choices = [STORE] if rng.random() < 0.5 or len(legal) == 1 else legal[1:]
+        if ops is not None and len(ops) > 1:
+            # The op first, then a type it takes: .inc and .dec (uint32 only) come as often as .add, and every
+            # op/type pair of REDUCE_DTYPES is drawn often enough to be measured (drvtma.fuzz.coverage).
+            op = ops[int(rng.integers(len(ops)))]
+            takes = [d for d in map(tma_dtype, dtypes) if op == STORE or d in REDUCE_DTYPES.get(op, ())]
+            if not takes:
+                continue
+            dt = takes[int(rng.integers(len(takes)))]
         else:
-            choices = [op for op in ops if op in legal]
-        if not choices:
-            continue
-        op = choices[int(rng.integers(len(choices)))]
+            dt = tma_dtype(dtypes[int(rng.integers(len(dtypes)))])
+            legal = [STORE] + [op for op in REDUCE_OPS if dt in REDUCE_DTYPES[op]]
+            if ops is None:  # half stores, half reductions where the dtype has any
+                choices = [STORE] if rng.random() < 0.5 or len(legal) == 1 else legal[1:]
+            else:
+                choices = [op for op in ops if op in legal]
+            if not choices:
+                continue
+            op = choices[int(rng.integers(len(choices)))]
         case = _try_case(rng, dt, op, max_box_bytes, max_extent_bytes, straddle_reductions or op == STORE)
         if case is not None:
             return case
@@ -389,8 +399,12 @@ def _try_case(rng, dt: TmaDtype, op: str, max_box_bytes: int, max_extent_bytes: 
         strides.append(step)
         step = step * n + CHUNK_BYTES * int(rng.integers(0, 3))
     strides = tuple(reversed(strides))
+    # The inner element stride is ignored without interleave (as on loads [doc, seen]); the L2 promotion is a hint.
+    # Both are drawn so that every value the rules take is stored now and then.
+    e_inner = int(rng.integers(2, 9)) if rng.random() < 0.25 else 1
+    l2 = L2Promotion(int(rng.choice([0, 0, 0, 1, 2, 3])))
     spec = TensorMapSpec.create(dt, shape, tuple(box_outer) + (box_inner,), strides_bytes=strides,
-                                element_strides=tuple(estr) + (1,), swizzle=swizzle)
+                                element_strides=tuple(estr) + (e_inner,), swizzle=swizzle, l2_promotion=l2)
     if spec.extent_bytes > max_extent_bytes or not spec.is_valid():
         return None
     # Mostly boxes that touch the tensor (partly out of bounds often); now and then one entirely past an edge.
