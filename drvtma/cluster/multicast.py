@@ -155,12 +155,17 @@ def random_cluster_ops(rng: np.random.Generator, cluster_ctas: int, slots: int, 
     for slot in range(slots):
         if slot and rng.random() < 0.2:
             continue  # a slot nobody writes: its barriers arm 0 bytes
-        receivers = [r for r in range(cluster_ctas) if rng.random() < 0.7] or [int(rng.integers(cluster_ctas))]
+        # One mask of every CTA, or a single receiver, are rare by chance in large clusters: drawn on purpose.
+        pick = rng.random()
+        whole = pick < 0.2
+        receivers = list(range(cluster_ctas)) if whole else [int(rng.integers(cluster_ctas))] if pick < 0.35 else \
+            [r for r in range(cluster_ctas) if rng.random() < 0.7] or [int(rng.integers(cluster_ctas))]
         rng.shuffle(receivers)
-        groups = int(rng.integers(1, min(len(receivers), 4) + 1))
+        groups = 1 if whole else int(rng.integers(1, min(len(receivers), 4) + 1))
         cuts = sorted(rng.choice(np.arange(1, len(receivers)), groups - 1, replace=False)) if groups > 1 else []
         for part in np.split(np.array(receivers), cuts):
             coords, bulk = make_source(rng)
-            issuer = int(rng.integers(cluster_ctas))
+            # a third issue from inside their own mask (by chance only 1 in the cluster size for a single receiver)
+            issuer = int(rng.choice(part)) if rng.random() < 0.3 else int(rng.integers(cluster_ctas))
             ops.append(Multicast(issuer, mask_of(part), slot, coords, bulk))
     return ops

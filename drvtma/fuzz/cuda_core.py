@@ -119,6 +119,11 @@ class CudaCoreSpecs(DrvtmaSpecs):
 
     name = "cuda.core"
 
+    def refuses(self, spec: TensorMapSpec) -> str | None:
+        """The first of CUDA_CORE_RULES that `spec` breaks (what as_tensor_map cannot express), else None."""
+        broken = broken_rules(CUDA_CORE_RULES, spec)
+        return broken[0].rule if broken else None
+
     def load_spec(self, ch, options: dict) -> TensorMapSpec:
         from ..testing import build_valid_spec
 

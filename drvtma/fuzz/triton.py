@@ -55,6 +55,21 @@ class TritonSpecs:
         return SimpleNamespace(base=_Base(name, s, floating), shape=shape, strides=strides, block_shape=block,
                                padding=padding)
 
+    def refuses(self, spec: TensorMapSpec) -> str | None:
+        """What a Triton host descriptor cannot hold (the strategy's own reach): rank above 3 here, a map type
+        none of its element types has, interleave, and the L2 promotion and swizzle Triton picks itself."""
+        from ..tma.triton import TRITON_DTYPES
+
+        if spec.rank > 3:
+            return "triton_rank"
+        if spec.dtype.name not in {TRITON_DTYPES[d] for d in DTYPES}:
+            return "triton_descriptor"
+        if spec.interleave:
+            return "triton_interleave"
+        if spec.l2_promotion:
+            return "triton_l2_promotion"  # TensorDescriptor has no field for it: the map gets none
+        return None
+
     def load_spec(self, ch, options: dict, dtypes=DTYPES) -> TensorMapSpec:
         return TensorMapSpec.from_triton(self.descriptor(ch, options, dtypes))
 

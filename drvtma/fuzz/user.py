@@ -10,6 +10,7 @@ runs, so `fake` changes nothing here.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,8 @@ from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
 from ..testing import build_coordinates, build_valid_spec
 from . import kernel as K
+from .coverage import Universe
+from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe
 from .loads import LoadsTarget, build_boxes
 from .stores import StoreFuzzCase, StoresTarget
 from .targets import Outcome, Session, Target, spec_labels
@@ -44,6 +47,10 @@ class DrvtmaSpecs:
 
     def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
         return build_coordinates(ch, spec)
+
+    def refuses(self, spec: TensorMapSpec) -> str | None:
+        """The rule by which this toolchain cannot express `spec` (None: it can): drvtma's maps take every valid one."""
+        return None
 
     def store_case(self, ch, options: dict) -> StoreFuzzCase:
         return StoresTarget.build(None, ch, options)  # the stores target's builder (it uses no `self`)
@@ -102,12 +109,27 @@ def _options(kernel: str, strategy_name: str, spec, ops=None) -> dict:
     return options if ops is None else {**options, "ops": list(ops)}
 
 
+class KernelLoadsCoverage(TiledLoadsCoverage):
+    """The tiled loads' classes that the campaign's strategy (drvtma, triton, cuda.core) can express."""
+
+    def universe(self, options: dict) -> Universe:
+        if options.get("spec"):
+            return super().universe(options)
+        return _restricted(options["strategy"])
+
+
+@functools.lru_cache(maxsize=None)
+def _restricted(name: str) -> Universe:
+    return restricted(tiled_universe(True), strategy(name).refuses)
+
+
 class KernelLoadsTarget(Target):
     name = "kernel-loads"
     description = "your kernel's tiled loads (drvtma fuzz loads --kernel file.py:run) vs the NumPy oracle"
     unit = "boxes"
     cases_per_batch = 8
     session_class = KernelLoadsSession
+    coverage = KernelLoadsCoverage()
     focus = LoadsTarget.focus  # only the boxes that differed, before shrinking
 
     def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:

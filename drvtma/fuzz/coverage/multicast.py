@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from .core import BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, name, pairwise
+from .core import BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, count_names, name, pairwise
 from .decode import _broken
 from ...cluster import multicast as M
 from ...errors import ClusterError
@@ -123,12 +123,9 @@ class MulticastModel(CoverageModel):
             out[name(copy="tiled", rank=spec.rank)] += len(ops)
             first = np.array([op.coords for op in ops], dtype=np.int64)
             last = first + np.array(spec.box, dtype=np.int64) - 1
-            where = boundaries(first, last, np.array(spec.shape, dtype=np.int64))
-            for a in range(spec.rank):
-                k = spec.rank - 1 - a  # counted from the innermost axis
-                labels, counts = np.unique(where[:, a].astype(str), return_counts=True)
-                for b, c in zip(labels, counts):
-                    out[name(copy="tiled", axis=k, boundary=b)] += int(c)
+            for a in range(spec.rank):  # axis counted from the innermost
+                out.update(count_names(name(copy="tiled", axis=spec.rank - 1 - a, boundary=""),
+                                       boundaries(first[:, a], last[:, a], spec.shape[a])))
         return out
 
 

@@ -164,6 +164,22 @@ def _reachable(spec: TensorMapSpec, axis: int, boundary: str) -> bool:
     return {"spans": reach > spec.shape[axis], "inside": reach < spec.shape[axis]}.get(boundary, True)
 
 
+def restricted(universe: Universe, refuses) -> Universe:
+    """`universe` less the enum and pair classes whose canonical instance `refuses(spec)` (-> a rule name or None)
+    turns down: a toolchain that cannot express them (they move to refused, with its rule)."""
+    classes, refused = [], dict(universe.refused)
+    for label in universe.classes:
+        parts = dict(p.split("=", 1) for p in label.split("|") if "=" in p)
+        values = {k: (int(v) if k == "rank" else v) for k, v in parts.items() if k not in ("axis", "box")}
+        spec = canonical_spec(_complete(values))
+        if parts.get("box") == "larger":  # a box longer than its axis: the one axis field some toolchains refuse
+            axis = int(parts["axis"])
+            spec = spec.replace(box=spec.box[:axis] + (spec.shape[axis] + 1,) + spec.box[axis + 1:])
+        why = refuses(spec)
+        (refused.__setitem__(label, why) if why else classes.append(label))
+    return Universe(tuple(classes), refused)
+
+
 class TiledLoadsCoverage(CoverageModel):
     """`loads` and `kernel-loads`: a case has ``spec`` and ``coords``. A campaign over the user's one map
     (options' ``spec``) is judged against that map's classes only: its enum values, its axes, every boundary."""
