@@ -17,14 +17,15 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
+from drvtma.fuzz.coverage import Coverage
+from drvtma.fuzz.coverage.multicast import MODEL as MULTICAST_COVERAGE
+from drvtma.runtime.figures import record_figure, record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
 from drvtma.errors import ClusterError, CudaError
 from drvtma.runtime import cluster_launch
-from drvtma.testing import RngChooser
 from drvtma.testing.children import run_child
-from drvtma.testing.multicast import bulk_batch, tiled_batch
+from drvtma.testing.multicast import fuzz_batches, min_batches
 from drvtma.tma.encode import encode_tiled
 from drvtma.tma.spec import TensorMapSpec
 
@@ -214,17 +215,16 @@ def test_ctamask_bit_r_is_the_cta_of_cluster_rank_r(probe, pool):
 @pytest.mark.timing  # records the campaign's seconds
 def test_multicast_fuzz_every_receiving_cta_byte_for_byte(probe, pool):
     rng = np.random.default_rng(SEED + 13)
-    ch = RngChooser(rng)
     totals = Counter()
     sizes, failures, started = set(), [], time.perf_counter()
+    cov = Coverage("multicast_fuzz", MULTICAST_COVERAGE.universe())
     i = 0
-    while totals["cases"] < FUZZ_CASES or i < len(SHAPES):
-        cluster = SHAPES[i % len(SHAPES)]
-        make = bulk_batch if i % 4 == 3 else tiled_batch
-        batch, run_args, global_bytes = make(ch, rng, cluster, *pool)
-        if ch.chance(0.125):
-            batch.flags = P.HAZARD_FLAGS["late_expect"]  # the bytes land before the receivers arm (tx < 0)
+    for batch, run_args, global_bytes in fuzz_batches(rng, *pool):
+        if totals["cases"] >= FUZZ_CASES and i >= min_batches():
+            break
+        if batch.flags & P.HAZARD_FLAGS["late_expect"]:  # the bytes land before the receivers arm (tx < 0)
             totals["late_expect_batches"] += 1
+        cov.add(MULTICAST_COVERAGE.classes(batch))
         result = probe.run(batch, **run_args)
         check = P.check_batch(batch, result, global_bytes)
         totals["cases"] += check.ops
@@ -241,8 +241,10 @@ def test_multicast_fuzz_every_receiving_cta_byte_for_byte(probe, pool):
     totals["mismatches"] = sum(int(f.split()[0]) for f in failures)
     record("multicast_fuzz", cluster_sizes=sorted(sizes), seconds=round(time.perf_counter() - started, 2),
            **dict(totals))
+    record_figure(cov.figure())
     assert not failures, "\n\n".join(failures[:3])
-    assert totals["cases"] >= FUZZ_CASES and sorted(sizes) == [1, 2, 4, 8, 16]
+    assert totals["cases"] >= FUZZ_CASES and sorted(sizes) == list(range(1, M.MASK_BITS + 1))
+    assert not cov.unhit(), f"the multicast fuzz never reached these classes:\n{cov.summary()}"
 
 
 def test_receivers_may_arm_after_the_bytes_landed(probe, pool):

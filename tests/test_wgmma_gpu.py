@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
+from drvtma.fuzz.coverage import Coverage
+from drvtma.fuzz.coverage.wgmma import MODEL as WGMMA_COVERAGE
+from drvtma.runtime.figures import record_figure, record_test as record
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle
 from drvtma.wgmma.descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle
-from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, E5M2, F16, TF32
+from drvtma.wgmma.dtypes import BF16, E4M3, E5M2, F16, TF32
 from drvtma.errors import WgmmaError
-from drvtma.wgmma.probe import PROBE_NS, ProbeGroup, WgmmaProbe, check_case, predict, predict_case
+from drvtma.wgmma.probe import ProbeGroup, WgmmaProbe, check_case, predict, predict_case
 
 from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
 
@@ -93,12 +95,12 @@ def test_wgmma_fuzz(probe):
     reports, dumped = [], {}
     refused = 0
     g_index = 0
+    cov = Coverage("wgmma_fuzz", WGMMA_COVERAGE.universe())
     while total < FUZZ_CASES:
-        t = ALL_TYPES[g_index % len(ALL_TYPES)]
-        n_choices = [v for v in PROBE_NS if v in t.ns]
-        n = n_choices[(g_index // len(ALL_TYPES)) % len(n_choices)]
+        group = wc.fuzz_group(rng, g_index, cases=CASES_PER_LAUNCH, wrong_fraction=0.22)
+        t, n = group.dtype, group.n
         g_index += 1
-        group = wc.random_group(rng, t, n=n, cases=CASES_PER_LAUNCH, wrong_fraction=0.22)
+        cov.add(WGMMA_COVERAGE.count_group(group))
         got, _ = probe.run(group, unchecked=True)
         want = predict(group)
         for i, c in enumerate(group.cases):
@@ -132,7 +134,9 @@ def test_wgmma_fuzz(probe):
            wrong_refused_when_checked=refused, numpy=np.__version__,
            dtypes=sorted(dtypes), ns=sorted(ns), forms=dict(forms), kinds=dict(by_label),
            mismatched_kinds=dict(bad_labels), valid_layouts=dict(layouts), seconds=round(time.perf_counter() - t0, 2))
+    record_figure(cov.figure())
     assert mismatches == 0, "\n\n".join(reports)
+    assert not cov.unhit(), f"the wgmma fuzz never reached these classes:\n{cov.summary()}"
 
 
 # ---- gather probes: the address of every B element (f16), for the §9 questions

@@ -17,7 +17,7 @@ from . import oracle
 from .descriptor import SmemDescriptor, WgmmaSwizzle, to_tma_swizzle
 from .dtypes import K_BYTES, M, WgmmaType, wgmma_type
 from .layout import descriptor_for
-from .probe import PROBE_NS, Box, ProbeCase, ProbeGroup
+from .probe import MAX_STEPS, PROBE_NS, Box, ProbeCase, ProbeGroup
 from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 
 WRONG_KINDS = ("swizzle_code", "tma_enum", "lbo_sbo_swap", "lbo_plus16", "sbo_plus16", "sbo_minus16",
@@ -164,7 +164,7 @@ def random_group(rng, dtype, *, n: int | None = None, cases: int = 32, wrong_fra
     majors = ("K", "MN") if t.transposable else ("K",)
     major_a = "K" if rs else cfg.get("major_a", str(rng.choice(majors)))
     major_b = cfg.get("major_b", str(rng.choice(majors)))
-    steps = cfg.get("steps", int(rng.choice([1, 2, 3, 4, 6, 8])))
+    steps = cfg.get("steps", int(rng.integers(1, MAX_STEPS + 1)))
     plans = {}
     for op, rows, major in (("A", M, major_a), ("B", n, major_b)):
         if op == "A" and rs:
@@ -191,6 +191,24 @@ def random_group(rng, dtype, *, n: int | None = None, cases: int = 32, wrong_fra
     return ProbeGroup(t, n, background, out, spec_a=plans["A"].spec if "A" in plans else None,
                       spec_b=plans["B"].spec, a_bytes=plans["A"].raw if "A" in plans else None,
                       b_bytes=plans["B"].raw, plans=plans)
+
+
+def fuzz_group(rng, g_index: int, *, cases: int, wrong_fraction: float) -> ProbeGroup:
+    """Launch `g_index` of the GPU fuzz: types in turn, each type's N in turn, and per round of types the form,
+    majors and swizzles on a rotation (not drawn), so every pair of them meets within a few rounds."""
+    from .dtypes import ALL_TYPES
+
+    t = ALL_TYPES[g_index % len(ALL_TYPES)]
+    j = g_index // len(ALL_TYPES)  # the round
+    ns = [v for v in PROBE_NS if v in t.ns]
+    rs = j % 3 == 2
+    d = g_index % len(ALL_TYPES)
+    ss_round = j - j // 3  # rounds with A in shared memory so far: A's swizzle turns with them
+    cfg = {"rs": rs, "swizzle_b": (j + d) % 4, "swizzle_a": (ss_round + 2 + d) % 4}
+    if t.transposable:
+        cfg["major_b"] = "MN" if (j // 4 + j) % 2 else "K"
+        cfg["major_a"] = "MN" if (ss_round // 4 + ss_round // 2) % 2 and not rs else "K"
+    return random_group(rng, t, n=ns[j % len(ns)], cases=cases, wrong_fraction=wrong_fraction, config=cfg)
 
 
 def _random_case(rng, t: WgmmaType, n, steps, rs, major_a, major_b, plans, slots, region, wrong) -> ProbeCase:

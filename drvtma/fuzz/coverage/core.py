@@ -10,7 +10,7 @@ a campaign never reached, and the coverage figure line
 ``{"test": "coverage", "target": T, "classes": N, "hit": H, "unhit": [...]}`` records them.
 
 Classes are text, fields joined by ``|`` in a fixed order: ``rank=3|dtype=float16``,
-``rank=3|axis=0|boundary=straddle_start``, ``pair|dtype=float16|swizzle=128B``.
+``rank=3|axis=0|boundary=straddle_start``, ``pair|dtype=float16|swizzle=B128`` (enum member names).
 """
 
 from __future__ import annotations
