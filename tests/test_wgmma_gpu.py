@@ -31,6 +31,7 @@ from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma")]
 
 FUZZ_CASES = settings.FUZZ_WGMMA.get()
+COVERAGE_BUDGET = 5000  # gpu-check's: from here on every coverage class must be hit
 SEED = settings.FUZZ_SEED.get()
 CASES_PER_LAUNCH = 48
 
@@ -136,7 +137,8 @@ def test_wgmma_fuzz(probe):
            mismatched_kinds=dict(bad_labels), valid_layouts=dict(layouts), seconds=round(time.perf_counter() - t0, 2))
     record_figure(cov.figure())
     assert mismatches == 0, "\n\n".join(reports)
-    assert not cov.unhit(), f"the wgmma fuzz never reached these classes:\n{cov.summary()}"
+    if FUZZ_CASES >= COVERAGE_BUDGET:  # smaller runs record the coverage figure without asserting it
+        assert not cov.unhit(), f"the wgmma fuzz never reached these classes:\n{cov.summary()}"
 
 
 # ---- gather probes: the address of every B element (f16), for the §9 questions

@@ -74,7 +74,8 @@ class MulticastModel(CoverageModel):
                 if _accepted(op, n):
                     classes.append(name(cluster=n, mask=kind, issuer=side))
                     seen.setdefault(kind, set()).add(side)
-            for copy, op in (("tiled", M.Multicast(0, 1, 0, coords=(0,))), ("bulk", M.Multicast(0, 1, 0, bulk=(0, 16)))):
+            for copy, op in (("tiled", M.Multicast(0, 1, 0, coords=(0,))),
+                             ("bulk", M.Multicast(0, 1, 0, bulk=(0, 16)))):
                 if _accepted(op, n):
                     classes.append(name(cluster=n, copy=copy))
         for field, values in (("dtype", ALL_DTYPES + PACKED_DTYPES), ("swizzle", tuple(S.Swizzle))):

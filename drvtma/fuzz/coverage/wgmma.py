@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections import Counter
 
 from .core import CoverageModel, Universe, case_pairs, feasible_by, name, pairwise
-from ...errors import WgmmaError
+from ...errors import TensorMapError, WgmmaError
 from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, TensorMapSpec
 from ...wgmma import cases as wc, probe as wp, rules
 from ...wgmma.descriptor import WgmmaSwizzle
-from ...wgmma.dtypes import ALL_TYPES, K_BYTES, M
+from ...wgmma.dtypes import ALL_TYPES, M
 from ...wgmma.layout import descriptor_for
 
 # Rules that judge a group (shape, types, majors), not a descriptor: no wrong descriptor breaks them.
@@ -51,7 +51,7 @@ def _operand_classes(dtype, rows: int, major: str, swizzle, steps: int, inner: i
         rng = _Zero()
         plan = wc.operand_plan(rng, dtype, rows, steps, major, swizzle, inner)
         d = plan.descriptors(0, "A" if rows == M else "B", dtype)[0]
-    except (WgmmaError, ValueError, Exception):
+    except (WgmmaError, TensorMapError):  # no descriptor reads this tile
         return ()
     return _layout(plan.spec, major), _fields(d, major)
 
