@@ -470,7 +470,7 @@ CASES: list[ApiCase] = [
     ApiCase("store-runner-source", lambda: _store_runner("image_store", source=None), A, ("source",)),
     ApiCase("cuda-core-runner-binary", lambda: _cuda_core_runner(b"\x7fELF"), A, ("source",)),
     ApiCase("cuda-core-store-dtype", lambda: _cuda_core_store(TensorMapSpec.create("tfloat32", (10, 40), (4, 8))),
-            A, ("cuda_core_dtype", "tfloat32")),
+            T, ("store_dtype", "tfloat32")),
     ApiCase("cuda-core-store-op", lambda: _cuda_core_store(TensorMapSpec.create("uint32", (10, 40), (4, 8)), "up"),
             A, ("op", "up")),
     ApiCase("store-runner-negative", lambda: _store_runner()(*_store_case(coords=(-1, 16))), T, ("coords[0]",)),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.errors import ArgumentError, StoreStraddleWarning
+from drvtma.errors import ArgumentError, TensorMapError, StoreStraddleWarning
 from drvtma.fuzz import cuda_core as C
 from drvtma.fuzz.runners import CuLoadRunner, CuStoreRunner
 from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
@@ -106,7 +106,7 @@ def test_the_cuda_core_store_runner_refuses_before_any_launch():
     spec = TensorMapSpec.create("tfloat32", (10, 40), (4, 8))
     memory = np.zeros(1024 + spec.extent_bytes, np.uint8)
     run = C.CudaCoreStoreRunner(G.BUILDS["store"][0], "image_store")
-    with pytest.raises(ArgumentError, match="cuda_core_dtype"):  # a map as_tensor_map cannot express
+    with pytest.raises(TensorMapError, match="store_dtype"):  # a store the oracle does not model (tf32)
         run(memory, 512, spec, np.array((1, 16)), np.zeros((4, 8), np.float32), "store")
     with pytest.raises(ArgumentError, match="runner_op"):  # the store runner's own checks come first
         run(memory, 512, spec.replace(dtype="float32"), np.array((1, 16)), np.zeros((4, 8), np.float32), "up")

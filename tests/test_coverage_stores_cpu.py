@@ -30,7 +30,7 @@ def test_the_universe_names_what_the_rules_accept_and_refuses_the_rest_by_rule()
     assert "rank=3|dtype=float64" in stores.classes and "pair|dtype=float16|swizzle=B128" in stores.classes
     assert "rank=5|axis=4|element_stride=not_divides" in stores.classes  # the inner axis too
     assert "rank=1|axis=0|stride=tight" not in stores.classes + tuple(stores.refused)  # no outer axis
-    assert stores.refused["rank=2|dtype=tfloat32"] == "store_dtypes"  # accepted, not modelled
+    assert stores.refused["rank=2|dtype=tfloat32"] == "store_dtype"  # refused by check_store_spec: not modelled
     assert stores.refused["rank=2|dtype=16u4_align8b"] == "needs_subbyte_maps"
     assert stores.refused["rank=4|swizzle=B128_ATOM_64B"] == "needs_swizzle_atoms"
     for cls in ("rank=3|axis=1|coordinate=negative", "rank=3|axis=2|boundary=before",
@@ -54,7 +54,7 @@ def test_the_universe_follows_the_tables(monkeypatch):
     monkeypatch.setattr(S, "STORE_DTYPES", tuple(d for d in S.STORE_DTYPES if d != FLOAT64) + (TFLOAT32,))
     stores = universe(STORES)
     assert "rank=1|dtype=tfloat32" in stores.classes and "pair|dtype=tfloat32|l2=B64" in stores.classes
-    assert stores.refused["rank=1|dtype=float64"] == "store_dtypes"
+    assert stores.refused["rank=1|dtype=float64"] == "store_dtype"
     monkeypatch.undo()
     assert "rank=1|dtype=float64" in universe(STORES).classes and "rank=4|op=inc" in universe(REDUCTIONS).classes
 

@@ -94,6 +94,10 @@ def check_store_spec(spec: TensorMapSpec, op: str = STORE) -> TensorMapSpec:
                              "and reduce unpacked types", f"{what} (PTX ISA, restrictions on tensor copies; "
                              "unconfirmed on a GPU)")
     check_reduction(op, spec.dtype)
+    if op == STORE and not spec.dtype.bits and spec.dtype not in STORE_DTYPES:
+        raise TensorMapError("store_dtype", "dtype", spec.dtype.name, "store through a float32 (or uint32) map of "
+                             "the same bytes", "the store oracle models byte-copy types only: a tf32 or fp32_ftz "
+                             "map may convert on the way out, and no GPU run has shown what it writes")
     if spec.interleave != Interleave.NONE:
         raise TensorMapError("store_interleave", "interleave", getattr(spec.interleave, "name", spec.interleave),
                              "use INTERLEAVE_NONE for stores", "drvtma models stores of non-interleaved maps only")

@@ -10,8 +10,8 @@ Classes, per rank R (1..5):
 - ``pair|dtype=D|swizzle=S`` etc.: every two enum fields (op only when the target has several).
 Whether a class is possible is decided by building a canonical StoreCase for it and running `check_case` (the tiled
 rules, `check_store_spec`, `check_reduction`, `check_store_coordinates`): a refused class is listed with the rule.
-Stores of a type outside `STORE_DTYPES` pass every check, but the oracle does not model them (tf32 and fp32_ftz
-may convert on the way out): they are refused by the pseudo-rule ``store_dtypes``.
+Stores of a type outside `STORE_DTYPES` (tf32 and fp32_ftz may convert on the way out) are refused by
+`check_store_spec`'s rule ``store_dtype``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .core import (BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, 
                    name, pairwise)
 
 RANKS = (1, 2, 3, 4, 5)
-NOT_MODELLED = "store_dtypes"  # pseudo-rule: a store type the oracle leaves out (STORE_DTYPES)
+NOT_MODELLED = "store_dtype"  # check_store_spec's rule for a store type the oracle leaves out (STORE_DTYPES)
 AXIS_FIELDS = {"element_stride": ("1", "divides", "not_divides"), "box": ("smaller", "equal", "larger"),
                "stride": ("tight", "padded"), "coordinate": ("negative", "zero", "positive"),
                "boundary": BOUNDARIES}
