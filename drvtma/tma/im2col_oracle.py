@@ -86,23 +86,23 @@ def pixel_positions(spec: Im2colSpec, coords, offsets) -> np.ndarray:
 
 
 def _walk(spec: Im2colSpec, c: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """The walk in closed form, all pixels at once: each axis (W first) advances `a` steps from its base; the first
+    row holds the steps from the base to the box's upper bound, every later row the whole box from its lower bound,
+    and each finished row carries one step into the next axis out (past D: N, by N's element stride)."""
     ns = spec.rank - 2
     bounds = np.asarray(spec.box_bounds, dtype=np.int64).reshape(ns, 2)
     step = np.asarray(spec.element_strides[1:-1], dtype=np.int64)
-    step_n = int(spec.element_strides[0])
-    base = c[:, 1:1 + ns].copy()
-    n = c[:, 0].copy()
     out = np.empty((len(c), spec.pixels_per_column, ns + 1), dtype=np.int64)
-    for p in range(spec.pixels_per_column):
-        out[:, p, 0] = n
-        out[:, p, 1:] = base + o
-        carry = np.ones(len(c), dtype=bool)
-        for a in range(ns - 1, -1, -1):  # W first, then H, then D
-            nxt = base[:, a] + step[a] * carry
-            wrap = nxt > bounds[a, 1]
-            base[:, a] = np.where(wrap, bounds[a, 0], nxt)
-            carry = wrap
-        n = n + step_n * carry  # past the last spatial box: N steps by its element stride
+    advance = np.broadcast_to(np.arange(spec.pixels_per_column, dtype=np.int64), (len(c), spec.pixels_per_column))
+    for a in range(ns - 1, -1, -1):  # W first, then H, then D
+        lo, hi, s = bounds[a, 0], bounds[a, 1], step[a]
+        base = c[:, 1 + a][:, None]
+        first = (hi - base) // s + 1  # positions from the base to the upper bound
+        row = (hi - lo) // s + 1  # positions of a whole row, from the lower bound
+        later = np.maximum(advance - first, 0)
+        out[:, :, 1 + a] = np.where(advance < first, base + advance * s, lo + later % row * s) + o[:, a][:, None]
+        advance = np.where(advance < first, 0, 1 + later // row)
+    out[:, :, 0] = c[:, 0][:, None] + advance * int(spec.element_strides[0])
     return out
 
 
