@@ -182,3 +182,12 @@ def test_the_package_ships_its_type_annotations():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert (ROOT / "drvtma" / "py.typed").is_file()
     assert "py.typed" in config["tool"]["setuptools"]["package-data"]["drvtma"]
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists its packages one by one: a new subpackage missing there is absent from an install."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is Python 3.11+")
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "drvtma").rglob("__init__.py")}
+    assert found - listed == set(), f"subpackages missing from pyproject.toml's packages: {sorted(found - listed)}"
