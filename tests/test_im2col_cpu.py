@@ -262,3 +262,35 @@ def test_probe_kernel_issues_im2col_loads_of_every_rank():
 
     ops = sass.instructions(compile_cubin("tma/im2col_probe.cu"))
     assert {f"UTMALDG.{r}D.IM2COL" for r in (3, 4, 5)} <= set(ops), ops
+
+
+def test_the_oracle_reproduces_im2col_loads_recorded_on_a_gpu():
+    """7,182 loads an H100 made (tests/data/im2col_walk_h100.json.gz), N's element stride 1..8: the oracle gives
+    every image byte for byte; stepping N by one instead (the old model) misses the loads whose walk leaves its
+    first image."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    from drvtma.tma import im2col_oracle as oracle
+    from drvtma.tma.im2col_spec import Im2colSpec
+
+    data = json.loads(gzip.decompress((Path(__file__).parent / "data" / "im2col_walk_h100.json.gz").read_bytes()))
+    pool = np.random.default_rng(data["seed"]).integers(0, 256, 16 << 20, dtype=np.uint8)
+    loads = wrong = old_wrong = 0
+    for r in data["records"]:
+        spec = Im2colSpec.from_dict(r["spec"])
+        window = pool[r["off"]:r["off"] + spec.extent_bytes]
+        got = np.stack([np.frombuffer(bytes.fromhex(g), np.uint8) for g in r["got"]])
+        kw = {"image_bytes": got.shape[1], "poison": 0xDEADBEEF}
+        want = oracle.im2col_images(spec, window, r["coords"], r["offsets"], **kw)
+        loads += len(got)
+        wrong += int((got != want).any(axis=1).sum())
+        if spec.element_strides[0] > 1:
+            one = spec.replace(element_strides=(1,) + spec.element_strides[1:])
+            pos = oracle.pixel_positions(one, r["coords"], r["offsets"])
+            left = (pos[:, :, 0] != pos[:, :1, 0]).any(axis=1)  # the walk (stepping by one) left its first image
+            old = oracle.im2col_images(one, window, r["coords"], r["offsets"], **kw)
+            old_wrong += int(((got != old).any(axis=1) & left).sum())
+    assert loads == 7182 and wrong == 0
+    assert old_wrong == 885, old_wrong  # what the H100 run showed: 885 of 7,182 loads wrong with N + 1
