@@ -1,19 +1,25 @@
 """A tensor map from anywhere (Triton, CUTLASS, cuda.core, a dump), explained: the rules its spec breaks, each with
 its fix, and *findings*: what the bytes show that is not an error of the spec (a known driver defect patched by
 hand, words edited on the device). Tiled and im2col maps alike (the mode bit says which decoder reads them). No GPU.
+
+`plausibility(obj)` says whether 128 bytes could be a map at all before anything reports them as one (a scan of a
+kernel's parameters finds many 128-byte windows): a non-null address, fields that decode, no rule the driver
+enforces broken, and every bit but the derived words (which device edits leave stale) exactly where the host
+encoder, checked byte for byte against the driver's corpora, puts it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import RuleError
-from .decode import UNKNOWN_LAYOUT, decode, derived_words, fields, map_bytes
-from .im2col_decode import decode_im2col, im2col_derived_words
-from .im2col_rules import validate_im2col
+from ..errors import RuleError, TensorMapError
+from .decode import (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, SMALL_TENSOR_BIT, SWIZZLE_ATOMICITY_BIT, UNKNOWN_LAYOUT,
+                     decode, derived_words, encode_bytes, fields, map_bytes, mask)
+from .im2col_decode import decode_im2col, encode_im2col_bytes, im2col_derived_words
+from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import Im2colSpec
 from .rules import validate_all
-from .spec import TensorMapSpec, contiguous_strides_bytes
+from .spec import DRIVER_RULES, TensorMapSpec, contiguous_strides_bytes
 
 SMALL_TENSOR_BYTES = 128 * 1024  # the defect hit maps of non-dense tensors under 128 KiB
 
@@ -94,3 +100,40 @@ def map_findings(f, spec: TensorMapSpec | Im2colSpec) -> list[Finding]:
             f"marker 0x{f.derived_swizzle:x} vs 0x{marker:x}): edited on the device or built from zeros",
             "loads do not read them; nothing to fix for TMA on sm_90"))
     return out
+
+
+# Bits a real map may hold other than the host encoding: the derived words (stale after tensormap.replace) and the
+# two Blackwell bits (findings above)
+_LOOSE_BITS = mask(DERIVED_BOX_BYTES) | mask(DERIVED_SWIZZLE) | mask(SMALL_TENSOR_BIT) | mask(SWIZZLE_ATOMICITY_BIT)
+
+
+@dataclass(frozen=True)
+class Plausibility:
+    """`plausible`: the bytes can be a map (a driver's, or one edited since); `driver_written`: they are exactly
+    what the driver writes for their own decoded spec; `reasons`: why not, one line each."""
+
+    plausible: bool
+    driver_written: bool
+    reasons: tuple[str, ...] = ()
+
+
+def plausibility(obj) -> Plausibility:
+    """Whether `obj` (anything `decode.map_bytes` reads) could be a tensor map (see the module's docstring)."""
+    try:
+        raw = map_bytes(obj)
+        f = fields(raw)
+        spec, address = decode_im2col(raw) if f.im2col else decode(raw)
+    except TensorMapError as exc:
+        return Plausibility(False, False, (str(exc),))
+    reasons = [] if address else ["null_address: a map's global address is never 0"]
+    driver_rules = IM2COL_DRIVER_RULES if f.im2col else DRIVER_RULES
+    broken = [e for e in (validate_im2col(spec) if f.im2col else validate_all(spec)) if e.rule in driver_rules]
+    reasons += [f"the driver refuses such a map: {e}" for e in broken]
+    if not reasons:
+        own = int.from_bytes((encode_im2col_bytes if f.im2col else encode_bytes)(spec, address), "little")
+        stray = (own ^ int.from_bytes(raw, "little")) & ~_LOOSE_BITS
+        if stray:
+            reasons.append(f"stray_bits: {bin(stray).count('1')} bit(s) where the driver writes none for this spec "
+                           f"(first at bit {(stray & -stray).bit_length() - 1})")
+    exact = not reasons and raw == (encode_im2col_bytes if f.im2col else encode_bytes)(spec, address)
+    return Plausibility(not reasons, exact, tuple(reasons))
