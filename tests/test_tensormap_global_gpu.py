@@ -22,6 +22,7 @@ from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
 from drvtma.tma import oracle
+from drvtma.tma.findings import plausibility
 from drvtma.tma.decode import decode, encode_bytes, fields, same_map
 from drvtma.tma.encode import encode_tiled, encode_unchecked
 from drvtma.tma.global_maps import POISON
@@ -60,7 +61,7 @@ def test_decode_round_trip_of_driver_encoded_maps(ctx):
     encoded by the driver decode back exactly, and the host encoder writes the driver's bytes."""
     rng = np.random.default_rng(SEED)
     start = time.perf_counter()
-    mismatches, host_mismatches, bit85, seen, specs = [], 0, 0, Counter(), []
+    mismatches, host_mismatches, not_driver_written, bit85, seen, specs = [], 0, 0, 0, Counter(), []
     for _ in range(DECODE_SPECS):
         spec = random_spec(rng)
         specs.append(spec)
@@ -69,17 +70,19 @@ def test_decode_round_trip_of_driver_encoded_maps(ctx):
         if not same_map(got, spec) or address != spec.base_address:
             mismatches.append((spec.to_dict(), got.to_dict()))
         host_mismatches += encode_bytes(spec) != raw
+        not_driver_written += not plausibility(raw).driver_written
         bit85 += fields(raw).small_tensor_bit
         seen.update([spec.dtype.name, f"rank{spec.rank}", f"il{int(spec.interleave)}", f"sw{int(spec.swizzle)}",
                      f"l2{int(spec.l2_promotion)}", f"fill{int(spec.oob_fill)}"])
     seconds = round(time.perf_counter() - start, 1)
     record(test="decode_roundtrip", specs=DECODE_SPECS, mismatches=len(mismatches), host_encode_mismatches=host_mismatches,
-           small_tensor_bit_set=bit85, seconds=seconds, kinds=len(seen))
+           small_tensor_bit_set=bit85, seconds=seconds, kinds=len(seen), not_driver_written=not_driver_written)
     cov = Coverage("decode_roundtrip", DECODE_COVERAGE.universe())
     cov.add(DECODE_COVERAGE.count(specs))
     record_figure(cov.figure())
     assert not mismatches, f"{len(mismatches)} maps decode wrongly, first: {mismatches[:2]}"
     assert host_mismatches == 0
+    assert not_driver_written == 0, "findings.plausibility refused maps the driver wrote"
     if DECODE_SPECS >= COVERAGE_BUDGET:  # smaller runs record the coverage figure without asserting it
         assert not cov.unhit(), f"the round trip never reached these classes:\n{cov.summary()}"
     assert len(seen) == 13 + 5 + 3 + 4 + 4 + 2, f"not every kind was drawn: {sorted(seen)}"
