@@ -22,9 +22,9 @@ from drvtma.errors import TensorMapError
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
 from drvtma.tma import oracle
-from drvtma.tma.findings import plausibility
 from drvtma.tma.decode import decode, encode_bytes, fields, same_map
 from drvtma.tma.encode import encode_tiled, encode_unchecked
+from drvtma.tma.findings import plausibility
 from drvtma.tma.global_maps import POISON
 from drvtma.tma.replace import FIELDS, Edit, apply_all, apply_to_spec
 from drvtma.tma.spec import Interleave, Swizzle, TensorMapSpec
