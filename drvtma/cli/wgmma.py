@@ -11,6 +11,7 @@ from ..wgmma import rules
 from ..wgmma.descriptor import SmemDescriptor, from_tma_swizzle
 from ..wgmma.dtypes import ALL_TYPES, M, wgmma_type
 from ..wgmma.layout import descriptor_for, spec_for_tile, tile_layout
+from ..wgmma.probe import PROBE_NS
 from .parser import Parser, address, natural
 
 _SWIZZLES = {"none": Swizzle.NONE, "32b": Swizzle.B32, "64b": Swizzle.B64, "128b": Swizzle.B128}
@@ -103,4 +104,7 @@ def wgmma_command(argv: list[str]) -> int:
     print("rules checked: dtype, operand, major_dtype, register_a_major, shape_n, box_inner_span, "
           "box_inner_kstep, box_rows, tile_alignment, k_step_range, start_alignment, field_range, field_alignment, "
           "base_offset_use, swizzle_alignment")
+    if args.operand == "B" and n not in PROBE_NS:  # no answer without evidence: say what the GPU never ran
+        print(f"not fuzzed on a GPU at N = {n}: the wgmma probe (its oracle checked bit for bit) runs N in "
+              f"{', '.join(map(str, PROBE_NS))} only")
     return 0
