@@ -382,3 +382,14 @@ def test_wait_group_counts_above_7_become_7_in_sass():
     assert [depbar(n) for n in (0, 1, 6, 7, 8, 63, 1024)] == ["0x0", "0x1", "0x6", "0x7", "0x7", "0x7", "0x7"]
     with pytest.raises(NvrtcError):
         depbar(-1)
+
+
+def test_the_command_says_when_n_is_not_fuzzed_on_a_gpu(capsys):
+    """No answer without evidence: an N the wgmma probe never runs is named as such in the answer."""
+    from drvtma.cli.main import main
+    from drvtma.wgmma.probe import PROBE_NS
+
+    assert 64 not in PROBE_NS and 128 in PROBE_NS
+    for n, said in ((64, True), (128, False)):
+        assert main(["wgmma", "--dtype", "bf16", "--operand", "B", "--tile", f"{n}x64", "--swizzle", "128B"]) == 0
+        assert ("not fuzzed on a GPU at N = 64" in capsys.readouterr().out) is said
