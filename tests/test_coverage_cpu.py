@@ -85,6 +85,8 @@ def test_refused_classes_name_the_rule_that_refuses_them():
     assert loads.refused["rank=3|swizzle=B128_ATOM_64B"] == "needs_swizzle_atoms"
     assert loads.refused["rank=3|interleave=B16"] == "oracle_interleave"  # the driver takes it, the oracle does not
     assert "rank=1|interleave=B16" in loads.refused
+    # a pair whose instance needs three other fields set (rank >= 3, a float type, swizzle 32B)
+    assert "pair|fill=NAN|interleave=B32" in tiled_model.tiled_universe(False).classes
     # the oracle really refuses what the universe says it refuses
     spec = tiled_model.canonical_spec({"rank": 3, "interleave": "B16"})
     with pytest.raises(TensorMapError, match="oracle_interleave"):

@@ -158,8 +158,12 @@ def random_cluster_ops(rng: np.random.Generator, cluster_ctas: int, slots: int, 
         # One mask of every CTA, or a single receiver, are rare by chance in large clusters: drawn on purpose.
         pick = rng.random()
         whole = pick < 0.2
-        receivers = list(range(cluster_ctas)) if whole else [int(rng.integers(cluster_ctas))] if pick < 0.35 else \
-            [r for r in range(cluster_ctas) if rng.random() < 0.7] or [int(rng.integers(cluster_ctas))]
+        if whole:
+            receivers = list(range(cluster_ctas))
+        elif pick < 0.35:
+            receivers = [int(rng.integers(cluster_ctas))]
+        else:
+            receivers = [r for r in range(cluster_ctas) if rng.random() < 0.7] or [int(rng.integers(cluster_ctas))]
         rng.shuffle(receivers)
         groups = 1 if whole else int(rng.integers(1, min(len(receivers), 4) + 1))
         cuts = sorted(rng.choice(np.arange(1, len(receivers)), groups - 1, replace=False)) if groups > 1 else []

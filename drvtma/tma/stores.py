@@ -403,8 +403,9 @@ def _try_case(rng, dt: TmaDtype, op: str, max_box_bytes: int, max_extent_bytes: 
         strides.append(step)
         step = step * n + CHUNK_BYTES * int(rng.integers(0, 3))
     strides = tuple(reversed(strides))
-    # The inner element stride is ignored without interleave (as on loads [doc, seen]); the L2 promotion is a hint.
-    # Both are drawn so that every value the rules take is stored now and then.
+    # The oracle takes the inner element stride to be ignored without interleave, as on loads [doc, seen for loads;
+    # for stores unconfirmed until the stores fuzz runs these draws on a GPU]; the L2 promotion is a hint. Both are
+    # drawn so that every value the rules take is stored now and then.
     e_inner = int(rng.integers(2, 9)) if rng.random() < 0.25 else 1
     l2 = L2Promotion(int(rng.choice([0, 0, 0, 1, 2, 3])))
     spec = TensorMapSpec.create(dt, shape, tuple(box_outer) + (box_inner,), strides_bytes=strides,

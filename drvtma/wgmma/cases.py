@@ -15,7 +15,7 @@ import numpy as np
 
 from . import oracle
 from .descriptor import SmemDescriptor, WgmmaSwizzle, to_tma_swizzle
-from .dtypes import K_BYTES, M, WgmmaType, wgmma_type
+from .dtypes import ALL_TYPES, K_BYTES, M, WgmmaType, wgmma_type
 from .layout import descriptor_for
 from .probe import MAX_STEPS, PROBE_NS, Box, ProbeCase, ProbeGroup
 from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
@@ -196,8 +196,6 @@ def random_group(rng, dtype, *, n: int | None = None, cases: int = 32, wrong_fra
 def fuzz_group(rng, g_index: int, *, cases: int, wrong_fraction: float) -> ProbeGroup:
     """Launch `g_index` of the GPU fuzz: types in turn, each type's N in turn, and per round of types the form,
     majors and swizzles on a rotation (not drawn), so every pair of them meets within a few rounds."""
-    from .dtypes import ALL_TYPES
-
     t = ALL_TYPES[g_index % len(ALL_TYPES)]
     j = g_index // len(ALL_TYPES)  # the round
     ns = [v for v in PROBE_NS if v in t.ns]

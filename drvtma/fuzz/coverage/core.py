@@ -158,6 +158,15 @@ BOUNDARIES = ("before", "straddle_start", "inside", "straddle_end", "past", "spa
 
 
 SIGNS = ("negative", "zero", "positive")
+EXTENTS = ("smaller", "equal", "larger")
+# The per-axis fields of a tiled access (loads and stores): what each axis of a case is, whatever the target
+AXIS_FIELDS = {"element_stride": ("1", "divides", "not_divides"), "box": EXTENTS, "stride": ("tight", "padded"),
+               "coordinate": SIGNS, "boundary": BOUNDARIES}
+
+
+def extent_class(length: int, extent: int) -> str:
+    """A box (or channel run) against its axis' extent: "smaller", "equal" or "larger"."""
+    return EXTENTS[(length >= extent) + (length > extent)]
 
 
 class Labels:
@@ -205,12 +214,13 @@ def element_stride_class(stride: int, box: int) -> str:
 
 
 def completions(domains: dict, assignment: dict):
-    """`assignment` completed over the free fields of `domains`: each free field at its first value, then one and
-    then two free fields varied (rules couple at most two enum fields, e.g. interleave 32B needs swizzle 32B)."""
+    """`assignment` completed over the free fields of `domains`: each free field at its first value, then one, two
+    and three free fields varied (a pair can need three others: interleave 32B with NaN fill needs rank 3 or more,
+    a float type and swizzle 32B)."""
     free = [k for k in domains if k not in assignment]
     base = {k: domains[k][0] for k in free}
     yield {**assignment, **base}
-    for width in (1, 2):
+    for width in (1, 2, 3):
         for fields in itertools.combinations(free, width):
             for combo in itertools.product(*(domains[k][1:] for k in fields)):
                 yield {**assignment, **base, **dict(zip(fields, combo))}

@@ -14,7 +14,7 @@ from collections import Counter
 
 import numpy as np
 
-from .core import CoverageModel, Universe, name
+from .core import CoverageModel, Universe, completions, name
 from ...tma import blackwell_rules, rules, spec as S
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
 
@@ -75,11 +75,11 @@ def _broken(values: dict) -> set:
 
 
 def _verdict(assignment: dict, domains: dict):
-    """"ok" when a completion validates; the rule when completions fail only by a Blackwell-only need; else None."""
-    free = [k for k in domains if k not in assignment]
+    """"ok" when a completion (`core.completions`) validates; the rule when completions fail only by a Blackwell-only
+    need; else None."""
     refused = None
-    for combo in itertools.product(*(domains[k] for k in free)):
-        broken = _broken({**assignment, **dict(zip(free, combo))})
+    for values in completions(domains, assignment):
+        broken = _broken(values)
         if not broken:
             return "ok"
         if refused is None and broken <= blackwell_rules.NEEDS_RULES:

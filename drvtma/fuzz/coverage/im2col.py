@@ -19,13 +19,12 @@ from ...tma.im2col_rules import validate_im2col
 from ...tma.im2col_spec import IM2COL_RANKS, SPATIAL_NAMES, Im2colSpec
 from ...tma.spec import Interleave, L2Promotion, OobFill, Swizzle
 from ...testing.strategies import ADDRESS_BASE
-from .core import (BOUNDARIES, SIGNS, CoverageModel, Labels, Universe, boundaries, case_pairs, completions,
-                   count_names, feasible_by, name, pairwise, sign_class)
+from .core import (BOUNDARIES, EXTENTS, SIGNS, CoverageModel, Labels, Universe, boundaries, case_pairs, completions,
+                   count_names, extent_class, feasible_by, name, pairwise)
 from .tiled import ENUMS
 
 WALKS = ("within_w", "into_h", "into_d", "next_image")  # the outermost axis a load's walk carried into
 STEP = ("1", "many")
-EXTENT = ("smaller", "equal", "larger")
 
 
 def walks(rank: int) -> tuple[str, ...]:
@@ -75,12 +74,12 @@ def _first_accepted(values: dict) -> dict:
 def axis_fields(rank: int) -> dict[str, tuple[str, ...]]:
     """Per-axis class fields: ``n|...``, ``d|...``/``h|...``/``w|...`` and ``c|...`` (NumPy order's names)."""
     out = {"n|element_stride": STEP, "n|stride": ("tight", "padded"), "n|start": SIGNS + ("past",),
-           "c|channels": EXTENT, "c|start": SIGNS + ("past",), "load|walk": walks(rank),
+           "c|channels": EXTENTS, "c|start": SIGNS + ("past",), "load|walk": walks(rank),
            "load|past_last_image": ("no", "yes")}
     for axis in SPATIAL_NAMES[rank - 2]:
         a = axis.lower()
         out |= {f"{a}|element_stride": STEP, f"{a}|stride": ("tight", "padded"), f"{a}|lower": SIGNS,
-                f"{a}|upper": SIGNS, f"{a}|box": EXTENT, f"{a}|offset": ("zero", "positive"),
+                f"{a}|upper": SIGNS, f"{a}|box": EXTENTS, f"{a}|offset": ("zero", "positive"),
                 f"{a}|pixels": BOUNDARIES}
     return out
 
@@ -107,10 +106,6 @@ def im2col_universe(loads: bool = True) -> Universe:
     return Universe(tuple(classes), refused)
 
 
-def _extent(box: int, n: int) -> str:
-    return "smaller" if box < n else "equal" if box == n else "larger"
-
-
 def spec_classes(spec: Im2colSpec) -> list[str]:
     r = spec.rank
     values = {"dtype": spec.dtype.name, "swizzle": Swizzle(spec.swizzle).name,
@@ -119,7 +114,7 @@ def spec_classes(spec: Im2colSpec) -> list[str]:
     out = [name(rank=r, **{k: v}) for k, v in values.items()] + case_pairs(values)
     head = f"rank={r}|"
     tight = spec.strides_bytes[-1] * spec.shape[-1]
-    out.append(head + f"c|channels={_extent(spec.channels_per_pixel, spec.shape[-1])}")
+    out.append(head + f"c|channels={extent_class(spec.channels_per_pixel, spec.shape[-1])}")
     for axis in range(r - 2, -1, -1):  # innermost first: each stride against the one inside it
         label = "n" if axis == 0 else SPATIAL_NAMES[r - 2][axis - 1].lower()
         padded = spec.strides_bytes[axis] > -(-tight // 16) * 16
@@ -130,7 +125,7 @@ def spec_classes(spec: Im2colSpec) -> list[str]:
             lo, hi = spec.box_bounds[axis - 1]
             out += [head + f"{label}|lower={SIGNS[int(np.sign(spec.lower_corner[axis - 1])) + 1]}",
                     head + f"{label}|upper={SIGNS[int(np.sign(spec.upper_corner[axis - 1])) + 1]}",
-                    head + f"{label}|box={_extent(hi - lo + 1, spec.shape[axis])}"]
+                    head + f"{label}|box={extent_class(hi - lo + 1, spec.shape[axis])}"]
     return out
 
 
@@ -150,7 +145,8 @@ def load_classes(spec: Im2colSpec, coords, offsets) -> Counter:
         depth = np.where((depth == 3) & moved[:, k], k, depth)
     names = {0: "next_image", 3: "within_w", **{k: f"into_{SPATIAL_NAMES[r - 2][k - 1].lower()}"
                                                 for k in range(1, r - 2)}}
-    codes = np.vectorize(lambda d: walks(r).index(names[int(d)]))(depth) if len(depth) else depth
+    lookup = np.array([walks(r).index(names[d]) if d in names else -1 for d in range(4)])
+    codes = lookup[depth]
     counts.update(count_names(head + "load|walk=", Labels(codes, walks(r))))
     past = (pos[:, :, 0] >= spec.shape[0]).any(axis=1)
     counts.update(count_names(head + "load|past_last_image=", Labels(past.astype(int), ("no", "yes"))))

@@ -27,23 +27,16 @@ from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
 from ...tma.rules import validate_all
 from ...tma.spec import L2Promotion, Swizzle, TensorMapSpec
 from ...tma.targets import spec_target
-from .core import (BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, element_stride_class, feasible_by,
-                   name, pairwise)
+from . import tiled
+from .core import (AXIS_FIELDS, CoverageModel, Universe, boundaries, case_pairs, element_stride_class, extent_class,
+                   feasible_by, name, pairwise)
 
-RANKS = (1, 2, 3, 4, 5)
 NOT_MODELLED = "store_dtype"  # check_store_spec's rule for a store type the oracle leaves out (STORE_DTYPES)
-AXIS_FIELDS = {"element_stride": ("1", "divides", "not_divides"), "box": ("smaller", "equal", "larger"),
-               "stride": ("tight", "padded"), "coordinate": ("negative", "zero", "positive"),
-               "boundary": BOUNDARIES}
 
 
 def enum_label(member) -> str:
     """A Swizzle or L2Promotion member's name (B128, NONE), as the tiled model names them."""
     return getattr(member, "name", str(member))
-
-
-def _ordinal(b: int, n: int) -> str:
-    return "smaller" if b < n else ("equal" if b == n else "larger")
 
 
 def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
@@ -57,7 +50,7 @@ def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
     out = []
     for a in range(rank):
         n, b, c = shape[a], box[a], coords[a]
-        out += [(a, "element_stride", element_stride_class(es[a], b)), (a, "box", _ordinal(b, n))]
+        out += [(a, "element_stride", element_stride_class(es[a], b)), (a, "box", extent_class(b, n))]
         if a < rank - 1:
             tight = spec.strides_bytes[a] == shape[a + 1] * spec.strides_bytes[a + 1]
             out.append((a, "stride", "tight" if tight else "padded"))
@@ -185,7 +178,7 @@ def _universe(ops: tuple, user_key: str | None, target: str, tables: tuple) -> U
         user = TensorMapSpec.from_dict({k: v for k, v in d.items() if k != "base_address"})
     if user is None:
         domains = {"dtype": ALL_DTYPES + PACKED_DTYPES, "swizzle": tuple(Swizzle), "l2": tuple(L2Promotion),
-                   "op": ops, "rank": RANKS}
+                   "op": ops, "rank": tiled.RANKS}
     else:
         domains = {"dtype": (user.dtype,), "swizzle": (user.swizzle,), "l2": (user.l2_promotion,), "op": ops,
                    "rank": (user.rank,)}

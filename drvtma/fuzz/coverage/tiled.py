@@ -19,16 +19,13 @@ from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
 from ...tma.rules import validate_all
 from ...tma.spec import MAX_RANK, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
 from ...testing.strategies import ADDRESS_BASE
-from .core import (BOUNDARIES, CoverageModel, completions, Universe, boundaries, case_pairs, count_names, element_stride_class,
-                   feasible_by, name, pairwise, sign_class)
+from .core import (AXIS_FIELDS, CoverageModel, Universe, boundaries, case_pairs, completions, count_names,
+                   element_stride_class, extent_class, feasible_by, name, pairwise, sign_class)
 
 RANKS = tuple(range(1, MAX_RANK + 1))
 ENUMS = {"dtype": tuple(d.name for d in (*ALL_DTYPES, *PACKED_DTYPES)),
          "swizzle": tuple(s.name for s in Swizzle), "l2": tuple(p.name for p in L2Promotion),
          "fill": tuple(f.name for f in OobFill), "interleave": tuple(i.name for i in Interleave)}
-AXIS_FIELDS = {"element_stride": ("1", "divides", "not_divides"), "box": ("smaller", "equal", "larger"),
-               "stride": ("tight", "padded"), "coordinate": ("negative", "zero", "positive"),
-               "boundary": BOUNDARIES}
 
 
 def canonical_spec(values: dict) -> TensorMapSpec:
@@ -133,7 +130,7 @@ def axis_classes(spec: TensorMapSpec) -> list[str]:
         head = f"rank={r}|axis={axis}|"
         out.append(head + f"element_stride={element_stride_class(spec.element_strides[axis], spec.box[axis])}")
         box, n = spec.box[axis], spec.shape[axis]
-        out.append(head + "box=" + ("smaller" if box < n else "equal" if box == n else "larger"))
+        out.append(head + f"box={extent_class(box, n)}")
         if axis != r - 1:
             inner = order[order.index(axis) - 1]
             tight = -(-spec.strides_bytes[inner] * spec.shape[inner] // 16) * 16

@@ -18,7 +18,6 @@ from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, TensorMapSpec
 from ...wgmma import cases as wc, probe as wp, rules
 from ...wgmma.descriptor import WgmmaSwizzle
 from ...wgmma.dtypes import ALL_TYPES, M
-from ...wgmma.layout import descriptor_for
 
 # Rules that judge a group (shape, types, majors), not a descriptor: no wrong descriptor breaks them.
 GROUP_RULES = ("shape_m", "shape_k", "shape_n", "major_dtype", "register_a_major", "operand", "dtype")
