@@ -133,3 +133,13 @@ def test_the_coverage_line_and_summary_name_what_is_unhit():
     assert "unhit: c" in cov.summary() and "2 of 3" in cov.summary()
     cov.add(Counter({"z": 1}))
     assert cov.refused_hits() == ["z"]
+
+
+def test_measuring_a_target_without_a_model_is_refused_by_name():
+    from drvtma.errors import ArgumentError
+    from drvtma.fuzz.targets import Target
+
+    bare = Target()
+    bare.name = "bare"
+    with pytest.raises(ArgumentError, match=r"\[coverage_model\] target = 'bare'"):
+        measure(bare, {}, [])

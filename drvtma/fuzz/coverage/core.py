@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import ArgumentError
+
 MIN_HITS = 20  # what gpu-check's budget must reach for every class
 
 
@@ -146,7 +148,8 @@ def measure(target, options: dict, cases) -> Coverage:
     """The coverage of `cases` (built by `target`) without running them: what a campaign of them would record."""
     cov = coverage_of(target, options)
     if cov is None:
-        raise ValueError(f"the {target.name} target has no coverage model")
+        raise ArgumentError("coverage_model", "target", target.name, "give a target whose `coverage` is a "
+                            "CoverageModel (every built-in one has)", "this target measures no coverage")
     for case in cases:
         cov.add(target.coverage.classes(case))
     return cov
