@@ -44,6 +44,11 @@ class LaunchError(DrvtmaError):
     """A kernel launch was refused before reaching the driver (wrong arguments, bad configuration)."""
 
 
+class AuditError(DrvtmaError):
+    """`drvtma audit` cannot watch a program here: no cupti-python, a CUPTI that does not match the driver, or
+    another CUPTI client (Nsight Systems, Nsight Compute, compute-sanitizer) already subscribed. One sentence."""
+
+
 class RuleError(DrvtmaError, ValueError):
     """Input that breaks one of drvtma's named rules, refused before the driver: ``[rule] parameter = value: why;
     fix: ...``. ``rule``, ``parameter``, ``value`` and ``fix`` are attributes; each room has its own subclass."""

@@ -25,6 +25,8 @@ COMMANDS = {
                   "fuzz a TMA operation against its oracle: report, shrunk reproducers"),
     "repro": Entry("drvtma.cli.fuzz", "repro_command",
                    "replay a reproducer written by `drvtma fuzz` and print the diff"),
+    "audit": Entry("drvtma.cli.audit", "audit_command",
+                   "run a Python program under CUPTI and report every tensor map it encodes or launches"),
     "show": Entry("drvtma.cli.show", "show_command",
                   "draw a map's box in shared memory, a wgmma operand's reads over it, its bank conflicts"),
 }

@@ -185,6 +185,16 @@ def out_dir(text: str) -> str:
     return text
 
 
+def existing_file(text: str) -> str:
+    """A file that exists and can be read."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file; give the path of an existing file")
+    if not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} cannot be read; give a readable file")
+    return text
+
+
 def out_file(text: str) -> str:
     """A file drvtma may create or overwrite."""
     path = Path(text)

@@ -1,0 +1,181 @@
+"""Turn CUPTI's driver-API callbacks into audit events: every map a program encodes, every address it replaces,
+every distinct kernel launch with its argument bytes. The `Capture` knows nothing of CUPTI itself (`session` wires
+it to cupti-python); its `on_*` methods take the addresses of CUPTI's C records, so the CPU tests drive it with
+records built in ctypes memory, a fake CUPTI.
+
+Where a launch's parameters are: `kernelParams` (one pointer per parameter; the layout says each one's size) or a
+packed `extra` buffer (cuBLAS packs its arguments so). Layouts come from the cubins CUPTI shows as modules load (the
+compiler's KPARAM_INFO records, read by runtime.images), else from the driver (`param_layout`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+
+from ..runtime import cubin as cubin_records
+from ..runtime import images
+from . import structs
+from .events import Counts, Encode, Launch, Replace
+
+ENCODES = ("cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide")
+REPLACES = ("cuTensorMapReplaceAddress",)
+LAUNCHES = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+            "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz")
+RUNTIME_LAUNCHES = ("cudaLaunchKernel_v7000", "cudaLaunchKernel_ptsz_v7000", "cudaLaunchKernelExC_v11060",
+                    "cudaLaunchKernelExC_ptsz_v11060", "cudaLaunchCooperativeKernel_v9000",
+                    "cudaLaunchCooperativeKernel_ptsz_v9000")
+DRIVER_CALLS = ENCODES + REPLACES + LAUNCHES
+
+# Python packages a call can come through, by a path fragment of the frame's file (first match wins)
+LIBRARY_PATHS = (("drvtma", "/drvtma/"), ("triton", "/triton/"), ("jax", "/jax/"), ("jax", "/jaxlib/"),
+                 ("cupy", "/cupy/"), ("cuda.core", "/cuda/core/"), ("torch", "/torch/"))
+# Kernels that name their library (cuBLAS's nvjet and cublasLt kernels, cuDNN's): a launch from C++ inside torch
+# or XLA has no Python frame of the library itself
+KERNEL_LIBRARIES = (("cuBLAS", ("nvjet", "cublas", "gemmk1", "gemmSN")), ("cuDNN", ("cudnn", "_fprop_", "_dgrad_",
+                                                                                   "_wgrad_", "conv2d")))
+_OWN = ("/drvtma/audit/", "/cupti/")
+
+
+def library_of_kernel(name: str) -> str | None:
+    low = name.lower()
+    for library, marks in KERNEL_LIBRARIES:
+        if any(m.lower() in low for m in marks):
+            return library
+    return None
+
+
+def caller_frames(frame) -> tuple[str, str]:
+    """(library, the user's frame "file:line in function") of the Python stack that made a call."""
+    library, user = None, ""
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if not any(p in path for p in _OWN):
+            hit = next((name for name, frag in LIBRARY_PATHS if frag in path), None)
+            if hit is None and "/site-packages/" not in path and "/lib/python" not in path and not path.startswith("<"):
+                user = user or f"{path}:{frame.f_lineno} in {frame.f_code.co_name}"
+            library = library or hit
+            if library and user:
+                break
+        frame = frame.f_back
+    return library or ("python" if user else "no Python frame"), user
+
+
+def image_layouts(image: bytes) -> dict[str, list[tuple[int, int]]]:
+    """Kernel name -> parameter layout of every kernel of a cubin, or of a fatbin's uncompressed cubins (no
+    disassembly: a module load must stay cheap)."""
+    kind = images.image_kind(image)
+    cubins = [image] if kind == "cubin" else [p for k, _, p in images.fatbin_entries(image)
+                                              if k == "cubin" and p is not None] if kind == "fatbin" else []
+    out = {}
+    for data in cubins:
+        for name in cubin_records.kernel_names(data):
+            layout = cubin_records.kernel_params(data, name)
+            if layout is not None:
+                out.setdefault(name, layout)
+    return out
+
+
+class Capture:
+    """The events of one audited run. `param_layout(function_handle) -> [(offset, size)] | None` reads a function's
+    layout from the driver when no loaded module told it (default: none)."""
+
+    def __init__(self, param_layout=None):
+        self.encodes: list[Encode] = []
+        self.replaces: list[Replace] = []
+        self.launches: dict[tuple, Launch] = {}
+        self.counts = Counts()
+        self._seq = itertools.count()
+        self._lock = threading.Lock()
+        self._module_layouts: dict[str, list[tuple[int, int]]] = {}  # kernel name -> layout, from loaded cubins
+        self._function_layouts: dict[tuple[int, str], list[tuple[int, int]] | None] = {}
+        self._param_layout = param_layout or (lambda function: None)
+        self.sink = None  # called with each new event (the child runner streams them to a file, for crashes)
+
+    def _add(self, event) -> None:
+        if self.sink is not None:
+            self.sink(event)
+
+    def events(self) -> list:
+        return sorted([*self.encodes, *self.replaces, *self.launches.values()], key=lambda e: e.seq)
+
+    # ---- callbacks (addresses of CUPTI's records; called on the thread that made the call)
+    def on_driver_exit(self, api: str, callback_address: int, frame=None) -> None:
+        """The exit of a watched driver call: `callback_address` is a CUpti_CallbackData."""
+        try:
+            cb = structs.read_callback(callback_address)
+            # the CUresult at exit (a runtime call's cudaError_t never reaches here)
+            result = structs.ctypes.c_int.from_address(cb.functionReturnValue).value if cb.functionReturnValue else 0
+            library, caller = caller_frames(frame if frame is not None else sys._getframe(1))
+            if api in ENCODES:
+                self._encode(api, cb, result, library, caller)
+            elif api in REPLACES:
+                self._replace(api, cb, result, library, caller)
+            elif api in LAUNCHES:
+                self._launch(api, cb, result, library, caller)
+        except Exception as exc:  # noqa: BLE001 -- a callback must never raise into the program; it is counted
+            self.counts.errors.append(f"{api}: {type(exc).__name__}: {exc}")
+
+    def on_runtime_enter(self, api: str) -> None:
+        self.counts.runtime_launches += 1
+
+    def on_module_loaded(self, resource_address: int) -> None:
+        """A MODULE_LOADED resource callback: keep the layouts of the kernels its image holds."""
+        try:
+            image = structs.read_module(resource_address)
+            for name, layout in (image_layouts(image) if image else {}).items():
+                self._module_layouts.setdefault(name, layout)
+        except Exception as exc:  # noqa: BLE001
+            self.counts.errors.append(f"module load: {type(exc).__name__}: {exc}")
+
+    # ---- the three kinds of call
+    def _encode(self, api, cb, result, library, caller) -> None:
+        at, args = structs.read_encode(api, cb.functionParams)
+        raw = structs.ctypes.string_at(at, structs.MAP_BYTES) if at and result == 0 else None
+        with self._lock:
+            self.encodes.append(Encode(next(self._seq), api, args, raw, result, library, caller))
+            self._add(self.encodes[-1])
+
+    def _replace(self, api, cb, result, library, caller) -> None:
+        at, address = structs.read_replace(cb.functionParams)
+        raw = structs.ctypes.string_at(at, structs.MAP_BYTES) if at and result == 0 else None
+        with self._lock:
+            self.replaces.append(Replace(next(self._seq), api, address, raw, result, library, caller))
+            self._add(self.replaces[-1])
+
+    def _launch(self, api, cb, result, library, caller) -> None:
+        if result != 0:
+            return  # a launch the driver refused ran nothing
+        kernel = (cb.symbolName or b"").decode(errors="replace")
+        info = structs.read_launch(api, cb.functionParams)
+        library = library_of_kernel(kernel) or library
+        layout = self._layout(info["function"], kernel)
+        arguments, unreadable = None, None
+        if info["buffer"] is not None:
+            arguments = info["buffer"]
+        elif info["kernel_params"] and layout:
+            arguments = structs.read_arguments(info["kernel_params"], layout)
+        elif info["kernel_params"]:
+            unreadable = "no parameter layout (module loaded before the audit began, and no driver query)"
+        else:
+            unreadable = "no arguments passed" if not layout else "neither kernelParams nor a packed buffer"
+        launch = Launch(0, api, kernel, info["grid"], info["block"], info["shared_bytes"], arguments, layout,
+                        unreadable, library, caller)
+        with self._lock:
+            if unreadable:
+                self.counts.unreadable_launches[unreadable] = self.counts.unreadable_launches.get(unreadable, 0) + 1
+            seen = self.launches.get(launch.key())
+            if seen is not None:
+                seen.count += 1
+                return
+            launch.seq = next(self._seq)
+            self.launches[launch.key()] = launch
+            self._add(launch)
+
+    def _layout(self, function: int, kernel: str):
+        key = (function, kernel)
+        if key not in self._function_layouts:
+            layout = self._module_layouts.get(kernel)
+            self._function_layouts[key] = layout if layout is not None else self._param_layout(function)
+        return self._function_layouts[key]
