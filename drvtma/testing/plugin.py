@@ -169,6 +169,25 @@ def tma_check(tmp_path, request):
     return functools.partial(check_images, out=tmp_path, name=request.node.name)
 
 
+@pytest.fixture
+def drvtma_audit(tmp_path):
+    """The test's own driver calls under `drvtma.audit.audit()`: the AuditLog (`.judgement` after the test body
+    ran, `.events` any time); the report lands in the test's tmp_path. Skipped, with the audit's one-sentence
+    reason, where it cannot start (no cupti-python, no driver, another CUPTI client)."""
+    from ..audit import audit
+    from ..errors import AuditError
+
+    try:
+        block = audit(tmp_path / "audit")
+        log = block.__enter__()
+    except AuditError as exc:
+        pytest.skip(str(exc))
+    try:
+        yield log
+    finally:
+        block.__exit__(None, None, None)
+
+
 @pytest.fixture(autouse=True)
 def _drvtma_gpu_marker(request):
     """A test marked gpu always goes through drvtma_ctx, so it is skipped (never failed) without a GPU."""

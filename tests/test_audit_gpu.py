@@ -1,0 +1,108 @@
+"""`drvtma audit` on the GPU: drvtma's own maps caught in-process and read back from the launches; each example
+program of examples/audit (drvtma's GEMM, Triton, torch's cuBLAS / cuDNN / attention, JAX) audited through the
+command line, with a figure line per library; and the audit's own cost (timing). Needs cupti-python (the `audit`
+extra): skipped with that one line without it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from drvtma.audit.judge import judge
+from drvtma.runtime.figures import record_figure
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("cupti", reason="cupti-python is not installed (pip install 'drvtma[audit]')")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "audit"
+
+
+def test_drvtma_maps_are_caught_decoded_and_found_in_their_launches(drvtma_audit):
+    import drvtma
+
+    # a module loaded inside the audit (a fresh build), so its parameter layout comes from the module load
+    kernel = drvtma.load_module("runtime/launch_cost.cu", defines={"DRVTMA_AUDIT_FRESH": uuid.uuid4().hex[:8]}) \
+        .kernel("map_args")
+    with drvtma.DeviceBuffer(1 << 20) as buf:
+        specs = [drvtma.TensorMapSpec.create("float16", (300, 200), (128, 64), base_address=buf.ptr, swizzle=3),
+                 drvtma.TensorMapSpec.create("bfloat16", (64, 256), (64, 64), base_address=buf.ptr + 4096),
+                 drvtma.TensorMapSpec.create("float32", (8, 16, 32), (2, 4, 32), base_address=buf.ptr + 65536,
+                                             l2_promotion=2)]
+        maps = [drvtma.encode_tiled(s) for s in specs]
+        for _ in range(3):
+            for tm in maps:
+                kernel.launch(tm, buf.ptr, 0, 0.0, grid=1, block=32)
+        drvtma.synchronize()
+    j = judge(drvtma_audit.events)
+    assert not drvtma_audit.capture.counts.errors, drvtma_audit.capture.counts.errors
+    encoded = [m for m in j.maps.values() if m.encodes]
+    assert len(encoded) == 3 and all(m.agrees and m.driver_written for m in encoded)
+    for m in encoded:
+        assert m.launch_count == 3 and {u.parameter for u in m.launches} == {0}, m.launches
+        assert m.libraries == ["drvtma"], m.libraries
+    assert not j.not_encoded() and not j.never_launched()
+
+
+CASES = {  # name: (program, what it needs)
+    "drvtma": (["drvtma_gemm.py"], None),
+    "triton": (["triton_matmul.py"], "triton"),
+    "torch_matmul": (["torch_libraries.py", "matmul"], "torch"),
+    "torch_fp8": (["torch_libraries.py", "fp8"], "torch"),
+    "torch_conv": (["torch_libraries.py", "conv"], "torch"),
+    "torch_sdpa": (["torch_libraries.py", "sdpa"], "torch"),
+    "jax": (["jax_matmul.py"], "jax"),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_command_line_audits_each_library(name, tmp_path):
+    program, needs = CASES[name]
+    if needs:
+        pytest.importorskip(needs, reason=f"{needs} is not installed")
+    report = tmp_path / name
+    done = subprocess.run([sys.executable, "-m", "drvtma", "audit", "--report", str(report), "--pictures", "--",
+                           sys.executable, str(EXAMPLES / program[0]), *program[1:]],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads((report / "audit.json").read_text())
+    assert not data["capture_errors"], data["capture_errors"][:3]
+    for row in data["libraries"]:
+        record_figure({"test": "audit", "program": name, **{k: row[k] for k in (
+            "library", "encodes", "launch_maps", "decoded", "agree", "rules_broken", "launches", "unreadable")}})
+    maps = data["maps"]
+    # every map seen both ways (encoded and launched) decodes to its encode call's arguments
+    both = [m for m in maps if m["encoded_by"] and m["launched_by"]]
+    assert all(m["agrees_with_encode"] for m in both), [m["spec"] for m in both if not m["agrees_with_encode"]]
+    if name in ("drvtma", "triton"):
+        assert len(both) >= 2, data["libraries"]
+    # every launch is accounted for: its maps, no map, or why it could not be read
+    assert sum(x["launches"] for x in data["launches"]) == sum(r["launches"] for r in data["libraries"])
+    for x in data["launches"]:
+        assert x["argument_bytes"] is not None or x["unreadable"], x
+
+
+@pytest.mark.timing
+def test_the_audits_own_cost(tmp_path):
+    """The same program (10,000 encodes, 10,000 launches, a torch training loop) plain and audited, one run."""
+    program = [sys.executable, str(EXAMPLES / "overhead.py"), "10000"]
+    plain = json.loads(subprocess.run(program, capture_output=True, text=True, timeout=240, cwd=ROOT,
+                                      check=True).stdout.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-m", "drvtma", "audit", "--report", str(tmp_path / "r"), "--", *program],
+                          capture_output=True, text=True, timeout=400, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    audited = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
+    figure = {"test": "audit_overhead", "n": plain["n"]}
+    for key in ("encode_s", "launch_s", "torch_loop_s"):
+        if key in plain and key in audited:
+            figure[key.replace("_s", "_ratio")] = round(audited[key] / plain[key], 2)
+            figure[key] = round(plain[key], 4)
+    record_figure(figure)
+    data = json.loads((tmp_path / "r" / "audit.json").read_text())
+    launches = sum(x["launches"] for x in data["launches"] if x["kernel"] == "map_args")
+    assert launches == plain["n"] and sum(r["encodes"] for r in data["libraries"]) >= plain["n"]
