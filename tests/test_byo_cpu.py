@@ -63,6 +63,12 @@ def test_the_own_file_wins_over_a_kernel_of_the_same_name_in_cu(tmp_path, monkey
     assert compiler.find_source("b08/pipelines.cu") == tmp_path / "b08" / "pipelines.cu"
 
 
+def test_a_bare_kernel_name_without_its_suffix_is_found(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert compiler.find_source("load_probe") == compiler.cu_dir() / "tma" / "load_probe.cu"
+    assert main(["compile", "load_probe"]) == 0
+
+
 def test_editing_an_included_header_recompiles(my_project, fresh_cache):
     first = compile_cubin("row_copy.cu", include_dirs=["include"])
     assert compile_cubin("row_copy.cu", include_dirs=["include"]) is first  # memory hit

@@ -246,7 +246,7 @@ def check_problem_size(n: int) -> int:
     if n % TILE_ELEMS:
         lo = n // TILE_ELEMS * TILE_ELEMS
         raise LaunchError(f"n = {n} is not a multiple of the {TILE_ELEMS}-element tile (4 KiB); drvtma does not "
-                          f"pad: pass {lo} or {lo + TILE_ELEMS} elements")
+                          "pad: pass " + (f"{lo} or {lo + TILE_ELEMS}" if lo else f"{TILE_ELEMS}") + " elements")
     if n > MAX_N:
         raise LaunchError(f"n = {n} exceeds {MAX_N} elements (the checksums index elements with 32 bits)")
     return n // TILE_ELEMS

@@ -219,7 +219,7 @@ def check_command(argv: list[str]) -> int:
     if args.show:
         from ..show import draw_image, text_form
 
-        print("\n" + text_form(draw_image(spec)))
+        print("\n" + text_form(draw_image(spec), with_spec=False))
     if not args.encode:
         return 0
     try:

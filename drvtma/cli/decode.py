@@ -50,6 +50,9 @@ def map_arg(text: str) -> bytes:
     if text == "-":
         return map_hex(sys.stdin.read())
     path = Path(text)
+    if text.strip() and len(text) < MAP_DIGITS and path.is_dir():
+        raise ValueError(f"{text}: a folder; give a file holding the map (128 raw bytes or {MAP_DIGITS} hex "
+                         "digits), the hex itself, or '-' for hex on stdin")
     if len(text) < MAP_DIGITS and path.is_file():
         data = path.read_bytes()
         if len(data) == 128:

@@ -15,7 +15,7 @@ from ..fuzz.shard import SHARD_FORMS, parse_devices, parse_shard, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, is_redis_url, local_db_path, open_database
 from ..fuzz.targets import get_target, target_names
 from ..runtime.figures import record_figure
-from .parser import Parser, count, in_file, json_object, list_of, natural, out_dir, seconds
+from .parser import Parser, in_file, int_at_least, json_object, list_of, natural, out_dir, seconds
 
 DEFAULT_OUT = "drvtma-fuzz"
 
@@ -33,9 +33,20 @@ def _devices(text: str) -> str:
     return text
 
 
+# A night at the fastest target's pace is under 10^10 cases; more is a typo that would run until killed
+MAX_EXAMPLES = 10**10
+
+
 def _database(text: str) -> str:
-    """A Redis URL (redis://host:port/0) or a folder drvtma may write into."""
-    return text if is_redis_url(text) else out_dir(text)
+    """A Redis URL (redis://host:port/0), or a folder that exists or whose parent does: a typo in a shared
+    database's path must not quietly start an empty database of its own."""
+    if is_redis_url(text):
+        return text
+    path = Path(text)
+    if not path.is_dir() and not path.absolute().parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: neither it nor its parent folder {str(path.parent)!r} exists; "
+                                         "give the shared database's folder (create it first) or a Redis URL")
+    return out_dir(text)
 
 
 def _shard(text: str) -> str:
@@ -65,8 +76,8 @@ def _parser() -> Parser:
     p.add_argument("target", help=f"what to fuzz: {', '.join(target_names())} (or 'list'; 'merge DIR...' merges "
                    "shard reports)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--examples", type=count, help="cases to check in all, >= 1 (default 1000 when no "
-                        "--seconds)")
+    budget.add_argument("--examples", type=int_at_least(1, high=MAX_EXAMPLES),
+                        help="cases to check in all, >= 1 (default 1000 when no --seconds)")
     budget.add_argument("--seconds", type=seconds, help="check for this long, > 0 (each shard)")
     p.add_argument("--seed", type=natural, help="campaign seed >= 0 (default: random, printed in the report)")
     p.add_argument("--spec", type=in_file, help="JSON file of your own tensor map (an object of TensorMapSpec "

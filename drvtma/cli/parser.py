@@ -85,13 +85,15 @@ def _int(text: str, what: str) -> int:
         _fail(what, text)
 
 
-def int_at_least(low: int, what: str | None = None):
-    """A type: a whole number >= low (decimal or 0x hex)."""
+def int_at_least(low: int, what: str | None = None, high: int | None = None):
+    """A type: a whole number >= low (decimal or 0x hex), and <= high where given."""
     what = what or ("a positive whole number" if low == 1 else f"a whole number >= {low}")
+    if high is not None:
+        what += f" up to {high:,}"
 
     def parse(text: str) -> int:
         value = _int(text, what)
-        if value < low:
+        if value < low or (high is not None and value > high):
             _fail(what, text)
         return value
 

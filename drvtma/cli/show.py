@@ -16,7 +16,7 @@ EXAMPLES = """{accepted}
 
 show examples:
   drvtma show --dtype bf16 --shape 64,64 --box 64,64 --swizzle 128B --base-offset 512 --svg bf16.svg
-  drvtma show --dtype u8 --shape 100,100 --box 16,64 --at=-8,48 --cells element
+  drvtma show --dtype u8 --shape 100,112 --box 16,64 --at=-8,48 --cells element
   drvtma show --dtype bf16 --shape 128,64 --box 128,64 --swizzle 128B --wgmma B --descriptor 0x8000004000010000
   drvtma show --dtype f32 --shape 32,32 --box 32,32 --banks column,row --png banks.png   (needs matplotlib)
   (negative box coordinates: --at=-8,48)
@@ -70,6 +70,9 @@ def show_command(argv: list[str]) -> int:
         spec = spec_from_args(args)
     except (DrvtmaError, ValueError, TypeError, OSError) as exc:
         parser.error(str(exc))
+    if args.at is not None and len(args.at) != spec.rank:
+        parser.error(f"--at: wants {spec.rank} coordinates (NumPy order, one per axis of --shape), got "
+                     f"{len(args.at)}: {','.join(map(str, args.at))}")
     errors = validate_all(spec)
     if errors:
         print(spec.describe())

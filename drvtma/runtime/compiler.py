@@ -67,14 +67,15 @@ def _headers_digest(inc: Path) -> str:
 def find_source(source: str) -> Path:
     """The kernel file `source` names: a path from the current directory (your own kernel next to your script),
     else a path under cu/ ("b08/pipelines.cu"), else a bare file name found in exactly one of cu/'s room folders
-    ("pipelines.cu")."""
+    ("pipelines.cu", or "pipelines": a bare name without its suffix)."""
     if os.path.isabs(source) or Path(source).is_file():
         return _existing(Path(source).absolute(), source)
     root = cu_dir()
     path = root / source
     if path.is_file() or "/" in source:
         return _existing(path, source, here=True)
-    found = sorted(p for p in root.glob(f"*/{source}") if p.parent.name != "include")
+    names = [source] if Path(source).suffix else [source, f"{source}.cu"]
+    found = sorted({p for n in names for p in root.glob(f"*/{n}") if p.parent.name != "include"})
     if len(found) == 1:
         return found[0]
     if found:

@@ -53,9 +53,9 @@ class Scene:
         return [t for t in self.items if isinstance(t, Text) and t.role == role]
 
 
-def header(picture: Picture) -> list[str]:
+def header(picture: Picture, *, with_spec: bool = True) -> list[str]:
     spec = picture.spec
-    return [*spec.describe().splitlines(),
+    return [*(spec.describe().splitlines() if with_spec else ()),
             f"box at {picture.coords} (NumPy order); image at shared address {picture.base_offset} mod 1024, "
             f"{picture.image_bytes} B, {picture.pitch} B per line"]
 

@@ -10,13 +10,14 @@ from .scene import header
 
 
 def text_form(picture: Picture, *, unit: str = "chunk", over: Overlay | None = None,
-              banks: tuple[BankReport, ...] = ()) -> str:
-    """Cells as their labels (`!` marks a wrong wgmma read); the (row, k) each cell feeds is only in the SVG."""
+              banks: tuple[BankReport, ...] = (), with_spec: bool = True) -> str:
+    """Cells as their labels (`!` marks a wrong wgmma read); the (row, k) each cell feeds is only in the SVG.
+    `with_spec=False` leaves out the spec's description (for a caller that printed it already)."""
     grid = cells(picture, unit)
     marks = [[("!" if over and any(e.offset in over.wrong for e in c.elements) else "") + c.label for c in line]
              for line in grid]
     w = max((len(m) for line in marks for m in line), default=4)
-    out = header(picture)
+    out = header(picture, with_spec=with_spec)
     out.append(f"cells: {'16-byte chunks' if unit == 'chunk' else 'elements'}, each the global coordinates it "
                "holds (a..b: a run of the innermost axis); fill: out of bounds; pad: never written")
     out += [f"{line[0].offset:#06x} " + " ".join(m.ljust(w) for m in ms).rstrip() for line, ms in zip(grid, marks)]
