@@ -1,4 +1,4 @@
-"""The NumPy model of tiled loads (tma-facts §3): invariants and an element-by-element reference (CPU only)."""
+"""The NumPy model of tiled loads: invariants and an element-by-element reference (CPU only)."""
 
 from __future__ import annotations
 

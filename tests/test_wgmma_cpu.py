@@ -140,7 +140,7 @@ def test_every_layout_rule_has_a_case():
     assert {c[0] for c in LAYOUT_CASES} == set(rules.LAYOUT_RULES)
 
 
-# ---- descriptor_for against the hand-worked table of wgmma-tma.md §3
+# ---- descriptor_for against a table worked by hand
 
 @pytest.mark.parametrize("swz,span", [(3, 128), (2, 64), (1, 32)])
 def test_descriptor_for_k_major_swizzled(swz, span):

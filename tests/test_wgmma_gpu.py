@@ -1,5 +1,5 @@
 """wgmma on the H200: every case's accumulator registers equal the oracle's, bit for bit, right and wrong
-descriptors alike; gather probes show which shared byte each element of B comes from (wgmma-tma.md §9).
+descriptors alike; gather probes show which shared byte each element of B comes from.
 
 Sizes: DRVTMA_FUZZ_WGMMA cases (default 600; gpu-check runs 5000), DRVTMA_FUZZ_SEED (default 1).
 DRVTMA_WGMMA_DUMP names a folder for the raw gather maps (npz). Each test prints one JSON line of figures.

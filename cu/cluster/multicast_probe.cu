@@ -2,7 +2,7 @@
 // into `slots` poisoned images per CTA, and every CTA writes back all of its images and the state of each slot's
 // barrier, so the host compares every receiving CTA with drvtma/cluster/multicast.py, not only rank 0.
 //
-// Protocol (cluster-global-im2col.md §1.5-1.6): poison, fence to the async proxy, thread 0 inits one barrier per
+// Protocol: poison, fence to the async proxy, thread 0 inits one barrier per
 // slot, fence.mbarrier_init.release.cluster, cluster barrier; then thread 0 of every CTA arms each of its slot
 // barriers for the bytes the host says land in it (issuer or not), issues the cluster's ops whose issuer it is,
 // waits (bounded) on its barriers, and a trailing cluster barrier keeps every CTA alive until all are done.

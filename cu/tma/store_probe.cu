@@ -3,7 +3,7 @@
 // memory with ordinary stores, so the host decides every byte (random data, swizzled layouts) and drvtma/stores.py
 // predicts what lands in global memory.
 //
-// The sequence is the one stores need (tma-facts §2): every thread that wrote the source runs
+// The sequence is the one stores need: every thread that wrote the source runs
 // fence.proxy.async.shared::cta, then a CTA barrier, then one elected thread issues, commits the bulk group and
 // waits with wait_group.read before anyone reuses the source. The probe then scribbles over the source on purpose:
 // if wait_group.read returned early, the scribble would reach global memory and the host would see it.

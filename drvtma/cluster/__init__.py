@@ -1,4 +1,4 @@
-"""Thread-block clusters and TMA multicast (cluster-global-im2col.md part A).
+"""Thread-block clusters and TMA multicast.
 
 - `multicast`: the rules of a multicast (mask, issuer, slots, overlap) and its NumPy oracle: every receiving CTA's
   image and the bytes each CTA must arm; needs no GPU.

@@ -1,4 +1,4 @@
-"""TMA multicast in NumPy: the rules a multicast must follow and what it writes (cluster-global-im2col.md §1.6).
+"""TMA multicast in NumPy: the rules a multicast must follow and what it writes.
 
 A multicast issued by cluster rank r with mask m puts one box (drvtma.tma.oracle's image of it) at the same
 shared-memory offset in every CTA whose rank bit is set in m, issuer included only when its bit is set, and completes

@@ -57,7 +57,7 @@ def claim_configs(claim: str, base: GemmConfig | None = None) -> list[GemmConfig
         out.append(base.with_(**change))
     return out
 
-PEAK_TFLOPS = {1: 1978.9, 2: 989.4}  # dense, by input bytes: H100 / H200 SXM spec (gemm-anchors.md §1)
+PEAK_TFLOPS = {1: 1978.9, 2: 989.4}  # dense, by input bytes: H100 / H200 SXM spec (NVIDIA's H100 / H200 SXM datasheets)
 
 
 @dataclass

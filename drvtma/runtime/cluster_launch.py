@@ -1,4 +1,4 @@
-"""Thread-block cluster launches, checked before the driver (cluster-global-im2col.md §1.1).
+"""Thread-block cluster launches, checked before the driver.
 
 `check_cluster_shape` holds the rules that need no GPU (CI tests them); `prepare` is what `Kernel` calls when it
 builds a launch: it reads the kernel's compile-time cluster dims (`__cluster_dims__`), applies the rules, sets the

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import TensorMapError, is_int
 
 # Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
-# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first (tma-facts §1); f64, f32_ftz and both tf32 types
+# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first; f64, f32_ftz and both tf32 types
 # repeat it too (H200, driver 580): the tf32 fill is not rounded, though it is a NaN. Pinned by test_probe_gpu.py.
 NAN_FILL_HALFWORD = 0x7FF7
 

@@ -1,4 +1,4 @@
-"""What TMA writes, computed with NumPy (tma-facts §3): the reference every GPU probe is compared with.
+"""What TMA writes, computed with NumPy: the reference every GPU probe is compared with.
 
 Loads: `load_images` (many boxes of one map at once), `load_image`, `box_values`, `check_load_coordinates`,
 and `tma_load_convert` (tf32 rounding: the one place a load changes bits).
@@ -58,7 +58,7 @@ def _check_oracle_spec(spec: TensorMapSpec, dst_address: int) -> None:
     spec.validate()
     if spec.interleave != Interleave.NONE:
         raise TensorMapError("oracle_interleave", "interleave", spec.interleave.name, "use INTERLEAVE_NONE",
-                             "the oracle models non-interleaved tiles only (tma-facts §3)")
+                             "the oracle models non-interleaved tiles only")
     if dst_address % SMEM_DST_ALIGNMENT:
         raise TensorMapError("smem_alignment", "dst_address", dst_address,
                              f"use a shared destination that is a multiple of {SMEM_DST_ALIGNMENT} B",

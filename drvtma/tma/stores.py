@@ -11,7 +11,7 @@ outer axes, ``n`` = box for the inner axis):
   16) / s, so up to 15 bytes past the inner edge (the straddle) [seen for stores]; reductions are assumed to do
   the same (pinned by tests/test_stores_gpu.py);
 - the source is read from shared memory exactly where a load of the same map would have put each element: row
-  pitch and swizzle on the absolute shared address (tma-facts §3); pad bytes of a row are not read;
+  pitch and swizzle on the absolute shared address (as loads do); pad bytes of a row are not read;
 - any negative coordinate faults [doc, seen], and c_inner * s must be a multiple of 16 (as for loads).
 
 Reductions follow the PTX ISA table of cp.reduce.async.bulk.tensor (see REDUCE_DTYPES).

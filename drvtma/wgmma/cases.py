@@ -1,7 +1,7 @@
 """Probe cases: exactly representable data, operand tiles loaded through tensor maps, deliberately wrong
 descriptors, and gather probes that show which shared byte each element of B comes from.
 
-`operand_plan` lays one operand out the way wgmma-tma.md §3 does (every swizzle, K- or MN-major, boxes narrower
+`operand_plan` lays one operand out the way docs/wgmma.md describes (every swizzle, K- or MN-major, boxes narrower
 than the span, several k-steps across panels) as one TMA box of a rank-3 view; `random_group` draws a whole
 launch; `mutate` breaks a descriptor in one of `WRONG_KINDS`; `gather_group` / `decode_gather` read B's
 address map back through an identity A.

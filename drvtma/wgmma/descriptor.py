@@ -1,6 +1,6 @@
 """The 64-bit wgmma shared-memory matrix descriptor: fields, encode / decode, describe, swizzle codes.
 
-Layout (PTX ISA 9.0, "Matrix Descriptor Format"; wgmma-tma.md §1): bits 0-13 start address, 16-29 leading byte
+Layout (PTX ISA 9.0, "Matrix Descriptor Format"): bits 0-13 start address, 16-29 leading byte
 offset (LBO), 32-45 stride byte offset (SBO), each stored as ``(x & 0x3FFFF) >> 4``; bits 49-51 base offset;
 bits 62-63 the swizzle ("layout type"). Every other bit is reserved (0 on sm_90).
 

@@ -1,6 +1,6 @@
 """The operand types of wgmma.mma_async on sm_90a: K per instruction, allowed N, accumulator, NumPy carriers.
 
-PTX ISA §9.7.15.2-.3 (wgmma-tma.md §6): K is always 32 bytes of the operand type; f16/bf16 may be transposed
+PTX ISA §9.7.15.2-.3: K is always 32 bytes of the operand type; f16/bf16 may be transposed
 (MN-major); integer types allow N = 8, 16, 24, then steps of 16 from 32 [doc].
 """
 

@@ -1,4 +1,4 @@
-"""From a tensor map to the wgmma descriptors that read what it loaded (wgmma-tma.md §3).
+"""From a tensor map to the wgmma descriptors that read what it loaded.
 
 `descriptor_for(spec, smem_address, operand, major, k_step)` reads the box geometry of a TensorMapSpec (the
 shared-memory image TMA writes: rows of `row_pitch_bytes`, swizzled on absolute addresses) and gives the
