@@ -12,7 +12,7 @@ from ..runtime.figures import write_report
 from ..b08.modes import ALL_MODES, MAX_N, TILE_ELEMS, ModeConfig, check_problem_size
 from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
 from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
-                         targets_text, write_outputs)
+                         measurements_text, write_outputs)
 from .parser import (Entry, Parser, choice_list, count, count_list, dispatch, listing, natural, natural_list, out_dir,
                      out_file)
 
@@ -137,7 +137,7 @@ def sweep_command(argv: list[str]) -> int:
     cfg = config_from_args(args, sm_count=device_properties().sm_count)
     result = run_sweep(cfg, progress=None if args.quiet else sys.stderr)
     print(table_text(result))
-    for extra in (targets_text(result), reference_text(result)):  # the reference only for its own configuration
+    for extra in (measurements_text(result), reference_text(result)):  # the reference only for its own configuration
         if extra:
             print("\n" + extra)
     if args.out:
