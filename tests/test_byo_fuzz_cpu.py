@@ -56,6 +56,8 @@ def test_a_planted_bug_is_found_shrunk_and_replayed(bug, direction, small, tmp_p
     assert spec.smem_bytes <= small and spec.rank <= 2, repro["describe"]
     if direction == "loads":
         assert len(repro["case"]["coordinates"]) == 1  # one box
+        svg = path.with_suffix(".svg")  # the failure's picture, as drvtma's own loads target draws it
+        assert repro.get("picture") == svg.name and "differs (expected != got)" in svg.read_text()
     first = repro["result"]["first_differences"][0]
     assert first["expected"] != first["got"] and "where" in first
     monkeypatch.chdir(Path(__file__).parent)  # the reproducer names the kernel by its absolute path

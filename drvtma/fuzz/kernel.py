@@ -181,6 +181,15 @@ def load_result_boxes(result, spec: TensorMapSpec, n: int) -> np.ndarray:
                         f"shared-memory images, shape {(n, spec.smem_bytes)} of uint8")
 
 
+def box_image(spec: TensorMapSpec, box_hex: str) -> np.ndarray:
+    """A box's values (raw bits, hex: what a load case's outcome holds) placed where TMA puts them in shared memory:
+    the image `show.failure` draws. Bytes no element lands on (row padding) stay 0, alike in expected and got."""
+    values = np.frombuffer(bytes.fromhex(box_hex), np.uint8).reshape(*spec.loaded_counts, spec.itemsize)
+    image = np.zeros(spec.smem_bytes, np.uint8)
+    image[smem_byte_offsets(spec)] = values
+    return image
+
+
 def store_result_memory(result, memory: np.ndarray) -> np.ndarray:
     """What a StoreKernel returned, as the bytes of memory afterwards."""
     got = _as_host_array(result, "the kernel's return value")

@@ -165,6 +165,17 @@ class KernelLoadsTarget(Target):
         return (f"{len(case.coords)} load(s) at {head}{more} (NumPy order), data seed {case.data_seed}\n"
                 f"{case.spec.describe()}")
 
+    def picture(self, case: KernelLoadCase, outcome: Outcome) -> str | None:
+        """The first differing box, expected vs got, drawn in its shared-memory image as drvtma's own loads are
+        (the kernel's boxes placed where TMA puts each element)."""
+        if outcome.ok or outcome.expected is None or not outcome.bad:
+            return None
+        from ..show.failure import failure_svg
+
+        spec = case.spec
+        return failure_svg(spec, case.coords[outcome.bad[0]], 0, K.box_image(spec, outcome.expected),
+                           K.box_image(spec, outcome.got))
+
 
 # ---------------------------------------------------------------------------------------------- stores
 
