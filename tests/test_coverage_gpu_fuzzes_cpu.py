@@ -7,7 +7,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P

@@ -232,6 +232,7 @@ def _bash(command: str, tmp_path: Path, **env) -> subprocess.Popen:
                .replace("redis://drvtma-redis:6379/0", str(tmp_path / "shared" / "db")))
     shim = ('drvtma() { if [ "$2" = merge ]; then "$PY" -m drvtma "$@"; else "$PY" -m drvtma "$@" --fake-device; '
             'fi; }\n')
+    (tmp_path / "shared").mkdir(exist_ok=True)  # the shared volume: mounted before any job runs
     return subprocess.Popen(["bash", "-c", shim + command], env=child_env(PY=sys.executable, **env),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

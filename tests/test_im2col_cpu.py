@@ -204,6 +204,7 @@ BROKEN = [
     ("box_bytes", dict(dtype="float32", channels_per_pixel=64, pixels_per_column=1000, shape=(1, 4, 4, 64))),
     ("smem_budget", dict(dtype="float32", channels_per_pixel=64, pixels_per_column=910, shape=(1, 4, 4, 64))),
     ("needs_swizzle_atoms", dict(swizzle=4)),
+    ("needs_subbyte_maps", dict(dtype="16u4_align8b")),
 ]
 
 

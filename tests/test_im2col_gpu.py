@@ -20,6 +20,7 @@ from drvtma.testing.children import run_child
 from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
 from drvtma.testing.strategies import RngChooser
 from drvtma.tma import im2col_oracle as oracle
+from drvtma.tma.im2col_encode import encode_im2col
 from drvtma.tma.im2col_probe import Im2colProbe, check_im2col_loads
 from drvtma.tma.im2col_spec import Im2colSpec
 
@@ -171,4 +172,8 @@ def test_im2col_encode_fuzz(ctx):
     result = _standard_campaign("im2col_encode")
     details = "\n".join(f.outcome.detail for f in result.failures[:10])
     record("im2col_encode_fuzz", specs=result.cases, disagreements=result.mismatches)
+    for f in result.failures[:60]:  # each disagreement's spec comes back in the report, to settle the rule by
+        spec = f.case
+        record_figure({"test": "im2col_encode_disagreement", "detail": f.outcome.detail, "spec": spec.to_dict(),
+                       "box_bounds": [list(b) for b in spec.box_bounds]})
     assert result.mismatches == 0, f"{result.mismatches} of {result.cases} specs disagree:\n{details}"
