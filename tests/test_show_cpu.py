@@ -174,6 +174,14 @@ def test_bank_counts_against_brute_force(case, base, pattern):
     assert [wavefronts(r, width) for r in reqs] == counts
     report = bank_report(pic, pattern)
     assert report.worst == max(counts) and report.requests == len(reqs)
+    # the worst request drawn word by word: every lane's every word once, no bank serving two words at once
+    acc = report.worst_request
+    assert max(a.wavefront for a in acc) + 1 == report.worst
+    lanes = len(reqs[counts.index(report.worst)])
+    assert sorted(a.lane for a in acc) == sorted(i for i in range(lanes) for _ in range(width // 4))
+    served = {}
+    for a in acc:
+        assert served.setdefault((a.bank, a.wavefront), a.address) == a.address and a.bank == a.address // 4 % 32
 
 
 @pytest.mark.parametrize("inner,swizzle,ldmatrix,column", [
@@ -231,6 +239,23 @@ def test_show_text_and_svg(tmp_path):
     labels = svg_texts(svg.read_text(), "cell")
     assert len(labels) == 64 * 64 and labels[0] == "0,0"
     assert "legend" in svg.read_text()
+
+
+def test_the_bank_picture_shows_which_lanes_each_bank_serves_in_each_wavefront(tmp_path):
+    """bf16 rows of 128 B without swizzle: ldmatrix's 8 rows of one chunk sit in the same 4 banks, so those banks
+    serve one lane per wavefront for 8 wavefronts; the picture's grid says exactly that."""
+    svg = tmp_path / "b.svg"
+    status, _, _ = _run("show", "--dtype", "bf16", "--shape", "64,64", "--box", "64,64", "--banks", "ldmatrix",
+                        "--svg", str(svg))
+    assert status == 0
+    root = ET.fromstring(svg.read_text())
+    texts = [t.text for t in root.iter(SVG) if t.get("class") == "bank"]
+    assert texts[0].startswith("ldmatrix: the worst request, 8 wavefront(s) (ideal 1)")
+    assert texts[1:33] == [f"b{b}" for b in range(32)]
+    rows = [i for i, t in enumerate(texts) if t.startswith("wf ")]
+    assert [texts[i] for i in rows] == [f"wf {w}" for w in range(8)]
+    # each wavefront row: one lane, in banks 0-3 (chunk 0 of each row, 4 words)
+    assert all(texts[i + 1:i + 5] == [str(w)] * 4 for w, i in enumerate(rows))
 
 
 def test_show_wrong_swizzle_descriptor_exits_1(tmp_path):

@@ -35,12 +35,41 @@ def wavefronts(addresses, width: int) -> int:
 
 
 @dataclass(frozen=True)
+class Access:
+    """One 4-byte word a lane reads: its bank and the wavefront that serves it (in the model above: a phase's
+    wavefronts follow the previous phase's; a bank serves its distinct words in address order, one a wavefront)."""
+
+    lane: int
+    address: int
+    bank: int
+    wavefront: int
+
+
+def accesses(addresses, width: int) -> list[Access]:
+    """Every word of one warp request (lane i reads `width` bytes at addresses[i]) with its bank and wavefront;
+    the last wavefront + 1 is `wavefronts(addresses, width)`."""
+    a = [int(x) for x in np.asarray(addresses, dtype=np.int64).reshape(-1)]
+    per_phase, out, base = 128 // width, [], 0
+    for start in range(0, len(a), per_phase):
+        lanes = range(start, min(start + per_phase, len(a)))
+        words = {lane: [a[lane] // BANK_BYTES + k for k in range(width // BANK_BYTES)] for lane in lanes}
+        order: dict[int, list[int]] = {}  # bank -> its distinct words, in address order
+        for word in sorted({w for ws in words.values() for w in ws}):
+            order.setdefault(word % BANKS, []).append(word)
+        for lane, ws in words.items():
+            out += [Access(lane, w * BANK_BYTES, w % BANKS, base + order[w % BANKS].index(w)) for w in ws]
+        base += max(len(v) for v in order.values())
+    return out
+
+
+@dataclass(frozen=True)
 class BankReport:
     pattern: str
     requests: int
     worst: int
     mean: float
     ideal: int  # wavefronts of the same request without a single conflict
+    worst_request: tuple[Access, ...] = ()  # every word of the first request that takes `worst` wavefronts
 
     def describe(self) -> str:
         return (f"{self.pattern}: {self.requests} warp request(s), wavefronts per request: worst {self.worst}, "
@@ -79,4 +108,6 @@ def bank_report(picture: Picture, pattern: str) -> BankReport:
     reqs, width = requests(picture, pattern)
     counts = [wavefronts(a, width) for a in reqs]
     ideal = max(-(-len(a) * width // 128) for a in reqs) if reqs else 0
-    return BankReport(pattern, len(reqs), max(counts, default=0), float(np.mean(counts)) if counts else 0.0, ideal)
+    worst = max(counts, default=0)
+    layout = tuple(accesses(reqs[counts.index(worst)], width)) if reqs else ()
+    return BankReport(pattern, len(reqs), worst, float(np.mean(counts)) if counts else 0.0, ideal, layout)

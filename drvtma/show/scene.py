@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .banks import BankReport, bank_notes
+from .banks import BANKS, BankReport, bank_notes
 from .grid import COLOURS, Cell, cells, check_choice
 from .image import Picture
 from .overlay import Overlay
@@ -37,7 +37,7 @@ class Rect(Item):
 @dataclass(frozen=True)
 class Text(Item):
     text: str
-    role: str  # "cell" (a cell's label: data-offset says which), "feed", "title", "note", "legend", "offset"
+    role: str  # "cell" (a cell's label: data-offset says which), "feed", "title", "note", "legend", "offset", "bank"
     offset: int = -1
     colour: str = "#000000"
     bold: bool = False
@@ -108,8 +108,40 @@ def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: O
         colour_ = WRONG if line.startswith("MISMATCH") else "#000000"
         items.append(Text(MARGIN, y + LINE_H, line, "note", colour=colour_, bold=colour_ == WRONG))
         y += LINE_H
+    for report in banks:
+        y, panel_w = bank_panel(report, y + 8, items)
+        width = max(width, panel_w)
     width = max(width, MARGIN * 2 + CHAR_W * max(len(t.text) for t in items if isinstance(t, Text)))
     return Scene(width, y + MARGIN, tuple(items))
+
+
+def bank_panel(report: BankReport, y: float, items: list) -> tuple[float, float]:
+    """The worst warp request of a bank report as a grid: a column per bank, a row per wavefront, each cell the
+    lanes whose words that bank serves in that wavefront (coloured by wavefront); returns (y below, width)."""
+    acc = report.worst_request
+    if not acc:
+        return y, 0.0
+    rows = max(a.wavefront for a in acc) + 1
+    lanes = [[sorted({a.lane for a in acc if a.bank == b and a.wavefront == w}) for b in range(BANKS)]
+             for w in range(rows)]
+    texts = [[",".join(map(str, ls)) for ls in row] for row in lanes]
+    cw = max(3, max(len(t) for row in texts for t in row)) * CHAR_W + 6
+    items.append(Text(MARGIN, y + LINE_H, f"{report.pattern}: the worst request, {report.worst} wavefront(s) (ideal "
+                      f"{report.ideal}): the lanes each bank serves, one row per wavefront", "bank", bold=True))
+    y += LINE_H + 4
+    x0 = MARGIN + OFFSET_W
+    for b in range(BANKS):
+        items.append(Text(x0 + b * cw + 2, y + LINE_H, f"b{b}", "bank", colour="#606060"))
+    y += LINE_H + 2
+    for w, row in enumerate(texts):
+        items.append(Text(MARGIN, y + LINE_H, f"wf {w}", "bank", colour="#606060"))
+        for b, text in enumerate(row):
+            fill = PALETTE[w % len(PALETTE)] if text else PADDING
+            items.append(Rect(x0 + b * cw, y, cw, LINE_H + 4, fill))
+            if text:
+                items.append(Text(x0 + b * cw + 3, y + LINE_H, text, "bank"))
+        y += LINE_H + 4
+    return y + 4, x0 + BANKS * cw + MARGIN
 
 
 def legend(picture: Picture, colour: str, unit: str, y: float, items: list, mark: str = "wrong read") -> float:
