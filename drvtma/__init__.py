@@ -6,8 +6,22 @@ a kernel raises NoGpuError when there is none. One room per concern (docs/CONTRA
 article's experiment and its rings), `testing` (strategies), `cli` (the command line).
 """
 
-from .errors import (ArgumentError, BarrierTimeout, ClusterError, CudaError, DrvtmaError, GemmError, LaunchError,
-                     NoGpuError, NvrtcError, RuleError, StoreStraddleWarning, TensorMapError, TimedOutWait, WgmmaError)
+from .errors import (
+    ArgumentError,
+    BarrierTimeout,
+    ClusterError,
+    CudaError,
+    DrvtmaError,
+    GemmError,
+    LaunchError,
+    NoGpuError,
+    NvrtcError,
+    RuleError,
+    StoreStraddleWarning,
+    TensorMapError,
+    TimedOutWait,
+    WgmmaError,
+)
 
 # The rooms' names load on first use (PEP 562): `import drvtma.testing.plugin`, which pytest does in every project
 # where drvtma is installed, then costs no NumPy, ml_dtypes or cuda-bindings import.

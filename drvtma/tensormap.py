@@ -2,6 +2,5 @@
 `from drvtma.tensormap import TensorMapSpec, encode_tiled`. New code imports from `drvtma.tma`."""
 
 from .tma.encode import TensorMap, encode_tiled, encode_unchecked  # noqa: F401
-from .tma.rules import (address_alignment, describe_spec, driver_box_bytes, driver_should_accept,  # noqa: F401
-                        round_up, validate_all)
+from .tma.rules import address_alignment, describe_spec, driver_box_bytes, driver_should_accept, round_up, validate_all  # noqa: F401
 from .tma.spec import *  # noqa: F401,F403

@@ -20,10 +20,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import DrvtmaError
-from .modes import ModeConfig
-from .sweep import SweepConfig
 from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import time_launches
+from .modes import ModeConfig
+from .sweep import SweepConfig
 from .verify import SUMS_POISON
 
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .modes import STATIC_SMEM_RESERVE, ModeConfig
 from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import copy_rate_gbs, gb_per_s, time_launches
+from .modes import STATIC_SMEM_RESERVE, ModeConfig
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048
@@ -91,8 +91,8 @@ def knees(points: list[RoofPoint], fraction: float = KNEE_FRACTION) -> dict[str,
 def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected_word_sum: int
                         ) -> list[RoofPoint]:
     """The plain read kernel at a few launch shapes; each checked against the input's word sum."""
-    from ..runtime.driver import DeviceBuffer, synchronize
     from ..errors import DrvtmaError
+    from ..runtime.driver import DeviceBuffer, synchronize
     from ..runtime.kernel import load_module
 
     points = []

@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 
-from .modes import ARTICLE_MODES, MODES, ModeConfig
 from ..runtime import figures
 from ..runtime.timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
+from .modes import ARTICLE_MODES, MODES, ModeConfig
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304

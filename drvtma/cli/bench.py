@@ -7,15 +7,34 @@ import argparse
 import sys
 from dataclasses import replace
 
-from ..errors import DrvtmaError
-from ..runtime.figures import write_report
 from ..b08.modes import ALL_MODES, MAX_N, TILE_ELEMS, ModeConfig, check_problem_size
 from ..b08.roof import ROOF_BLOCKS_PER_SM, ROOF_SPLITS, ROOF_STAGES, ROOF_TILES_PER_STAGE
-from ..b08.sweep import (ARTICLE_FMA, SweepConfig, csv_text, preset, reference_text, run_sweep, table_text,
-                         measurements_text, write_outputs)
-from .parser import (Entry, Parser, choice_list, count, count_list, dispatch, listing, natural, natural_list, out_dir,
-                     out_file)
-
+from ..b08.sweep import (
+    ARTICLE_FMA,
+    SweepConfig,
+    csv_text,
+    measurements_text,
+    preset,
+    reference_text,
+    run_sweep,
+    table_text,
+    write_outputs,
+)
+from ..errors import DrvtmaError
+from ..runtime.figures import write_report
+from .parser import (
+    Entry,
+    Parser,
+    choice_list,
+    count,
+    count_list,
+    dispatch,
+    listing,
+    natural,
+    natural_list,
+    out_dir,
+    out_file,
+)
 
 _mode_list = choice_list(ALL_MODES, f"modes from {', '.join(ALL_MODES)}")
 _split_list = choice_list(("thread", "warp"), "thread, warp or thread,warp")
@@ -197,8 +216,8 @@ def roof_command(argv: list[str]) -> int:
 def floors_command(argv: list[str]) -> int:
     parser = floors_parser()
     args = parser.parse_args(argv)
-    from ..runtime.driver import device_properties
     from ..b08.floors import run_floors
+    from ..runtime.driver import device_properties
 
     if args.fma is None:
         args.fma = (1, 256)

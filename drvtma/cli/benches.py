@@ -11,7 +11,6 @@ from ..runtime.driver import smem_per_block_optin
 from .parser import Parser, count, count_list, items, list_of, natural, out_dir
 
 
-
 def multicast_command(argv: list[str]) -> int:
     from ..cluster.bench import DEFAULT_KS, DEFAULT_STAGES, DEFAULT_TILE_KIB, ROW_BYTES, run_multicast_bench
     from ..runtime.figures import write_report

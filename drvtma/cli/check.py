@@ -10,15 +10,14 @@ from pathlib import Path
 
 from ..errors import CudaError, DrvtmaError
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
-from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
-from ..tma.targets import map_target
 from ..tma.encode import encode_tiled
 from ..tma.im2col_encode import encode_im2col
 from ..tma.im2col_rules import validate_im2col
 from ..tma.rules import validate_all
+from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
+from ..tma.targets import map_target
 from .check_im2col import im2col_spec, tiled_only
 from .parser import Parser, address, list_of
-
 
 # The values each option accepts (any case; the spec also takes the enums' own names, e.g. B128).
 SWIZZLES = ("none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B", "128B_atom_64B")

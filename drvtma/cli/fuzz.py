@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from ..errors import DrvtmaError
-
 from ..fuzz import report
 from ..fuzz.campaign import bound_by, run_campaign
 from ..fuzz.shard import SHARD_FORMS, parse_devices, parse_shard, run_sharded

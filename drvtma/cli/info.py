@@ -12,9 +12,7 @@ HELP = "versions, device and driver, and what the GPU offers (capabilities)"
 def target(text: str) -> str:
     """A compile target (sm_90a, sm_120a, compute_90), checked by the capability table's own parser."""
     from ..errors import ArgumentError
-    from ..runtime.capabilities import parse_target
-
-    from ..runtime.capabilities import ARCHS
+    from ..runtime.capabilities import ARCHS, parse_target
 
     try:
         cc, _ = parse_target(text)

@@ -7,8 +7,17 @@
 Cluster launch checks live in drvtma.runtime.cluster_launch (every launch goes through them).
 """
 
-from .multicast import (Multicast, check_cluster_ops, check_multicast, cta_rank, expected_images, expected_tx,
-                        mask_of, random_cluster_ops, slot_bytes_for)
+from .multicast import (
+    Multicast,
+    check_cluster_ops,
+    check_multicast,
+    cta_rank,
+    expected_images,
+    expected_tx,
+    mask_of,
+    random_cluster_ops,
+    slot_bytes_for,
+)
 
 __all__ = ["Multicast", "check_cluster_ops", "check_multicast", "cta_rank", "expected_images", "expected_tx",
            "mask_of", "random_cluster_ops", "slot_bytes_for"]

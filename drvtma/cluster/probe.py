@@ -11,10 +11,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import multicast as M
 from ..errors import ClusterError
 from ..runtime.driver import Resource
 from ..tma.spec import TensorMapSpec
+from . import multicast as M
 
 PROBE_SOURCE = "cluster/multicast_probe.cu"
 IDENTITY_SOURCE = "cluster/cluster_identity.cu"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 
 from ..errors import CudaError
+from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
 from ..tma.rules import driver_should_accept, validate_all
 from ..tma.spec import TensorMapSpec
-from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
 from .coverage.encode import ENCODE_COVERAGE
 from .targets import Outcome, Session, Target, spec_labels
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
 from ..tma import im2col_oracle as oracle
 from ..tma.im2col_rules import im2col_driver_should_accept, validate_im2col
 from ..tma.im2col_spec import Im2colSpec
-from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget

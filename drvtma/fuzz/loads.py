@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
 from ..tma import oracle
 from ..tma.spec import TensorMapSpec
-from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
 from .coverage.tiled import TiledLoadsCoverage
 from .targets import Outcome, Session, Target, spec_labels
 

@@ -98,9 +98,9 @@ def box_starts(spec, coords: np.ndarray) -> np.ndarray:
 def store_arguments(memory, base, spec, coords, box, op):
     """What `CuStoreRunner` launches with, checked on the host: (driver-order coordinates [5] int32, op code,
     the shared-memory image). Raises ArgumentError / TensorMapError for what would fault or mislead."""
+    from ..errors import StoreStraddleWarning
     from ..tma.rules import round_up
     from ..tma.spec import TensorMapSpec
-    from ..errors import StoreStraddleWarning
     from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
 
     if not isinstance(spec, TensorMapSpec):

@@ -15,8 +15,7 @@ import numpy as np
 
 from ..tma.rules import round_up
 from ..tma.spec import TensorMapSpec
-from ..tma.stores import (CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case,
-                          random_values)
+from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
 from .choosers import ChooserGenerator
 from .coverage.stores import StoresCoverage
 from .targets import Outcome, Session, Target, spec_labels

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError, DrvtmaError
+from ..testing import build_coordinates, build_valid_spec
 from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
-from ..testing import build_coordinates, build_valid_spec
 from . import kernel as K
 from .coverage import Universe
 from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.figures import record_figure as record
 from ..runtime.figures import csv_text, table_text, write_report
+from ..runtime.figures import record_figure as record
 from ..runtime.timing import timing_figure
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32

@@ -22,7 +22,6 @@ from .cublas import CublasUnsupported
 from .launch import POISON_U32, Gemm
 from .reference import random_operands, value_dtype
 
-
 # The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages,
 # 2 consumers, 128B swizzle, setmaxnreg 40/232, persistent, group_m 8). `--claims` verifies and times each value; a value the
 # kernel cannot take is refused by its rule, and the table shows which.

@@ -19,8 +19,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .config import L2_PROMOTIONS, GemmConfig
 from ..errors import GemmError, as_int
+from .config import L2_PROMOTIONS, GemmConfig
 
 CONV_DTYPES = ("bfloat16", "float16")  # 16-bit operands: BK = 64 channels, one 128-byte swizzle panel per k-block
 MAX_OFFSET = 255  # im2col offsets of a rank-4 map: 0..255 (the filter tap times the dilation)

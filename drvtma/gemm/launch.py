@@ -14,12 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
-from .reference import value_dtype
 from ..errors import GemmError
 from ..runtime import cubin as cubin_records
 from ..runtime.driver import Resource
 from ..tma.spec import Swizzle, TensorMapSpec
+from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
+from .reference import value_dtype
 
 POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
 # flag: "stage" is the CTA whose slot; turn: "stage" is the ping-pong warpgroup that waits

@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from .config import GemmConfig
 from ..tma import oracle as tma_oracle
 from ..tma.spec import TensorMapSpec
 from ..wgmma import SmemDescriptor
 from ..wgmma import oracle as wgmma_oracle
 from ..wgmma.dtypes import M as WGMMA_M
+from .config import GemmConfig
 
 
 def _desc_list(define: str) -> list[SmemDescriptor]:
@@ -65,7 +65,7 @@ def mainloop(config: GemmConfig, a: np.ndarray, b: np.ndarray, defines: dict | N
     t = cfg.wgmma
     m, n = a.shape[0], b.shape[0]
     out = np.zeros((math.ceil(m / cfg.bm) * cfg.bm, math.ceil(n / cfg.bn) * cfg.bn))
-    for tm, tn, kb, stage in _stage_images(cfg, d, a, b):
+    for tm, tn, _kb, stage in _stage_images(cfg, d, a, b):
         tile = out[tm * cfg.bm:(tm + 1) * cfg.bm, tn * cfg.bn:(tn + 1) * cfg.bn]
         if cfg.mma == "mma_sync":
             tile += mma_sync_tile(cfg, d, stage)

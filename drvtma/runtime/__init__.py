@@ -5,8 +5,20 @@ Nothing in this room knows what a tensor map is; every other room builds on it.
 """
 
 from .compiler import compile_cubin, cu_dir, find_source, include_dir
-from .driver import (DeviceBuffer, DeviceProperties, Event, ScratchBuffers, Stream, call, context,
-                     device_properties, elapsed_ms, require_capability, synchronize, versions)
+from .driver import (
+    DeviceBuffer,
+    DeviceProperties,
+    Event,
+    ScratchBuffers,
+    Stream,
+    call,
+    context,
+    device_properties,
+    elapsed_ms,
+    require_capability,
+    synchronize,
+    versions,
+)
 from .kernel import Kernel, LaunchConfig, Module, load_module
 from .status import StatusBuffer, barrier_timeout
 from .timing import Timing, time_copy, time_launches

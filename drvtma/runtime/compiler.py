@@ -11,9 +11,9 @@ import threading
 from functools import lru_cache
 from pathlib import Path
 
-from . import includes
 from .. import settings
 from ..errors import ArgumentError, NvrtcError
+from . import includes
 
 DEFAULT_ARCH = "sm_90a"
 _CACHE_FORMAT = "1"  # bump when what a cache entry holds changes

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import settings
+from ..errors import ArgumentError
 from . import capabilities as caps
 from . import compiler
-from ..errors import ArgumentError
 
 
 @dataclass(frozen=True)

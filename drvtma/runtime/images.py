@@ -12,8 +12,8 @@ import re
 import struct
 from pathlib import Path
 
-from . import cubin as cubin_records
 from ..errors import ArgumentError
+from . import cubin as cubin_records
 
 FATBIN_MAGIC = 0xBA55ED50
 ELF_MAGIC = b"\x7fELF"

@@ -5,19 +5,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-from operator import is_
 import struct
 import threading
 from dataclasses import dataclass
+from operator import is_
 from pathlib import Path
 
 import numpy as np
 
-from . import cluster_launch, compiler, families, images
-from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 from .. import settings
 from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
+from . import cluster_launch, compiler, families, images
+from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 
 _launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
 _SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute

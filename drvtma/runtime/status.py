@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .driver import DeviceBuffer
 from ..errors import BarrierTimeout, TimedOutWait
+from .driver import DeviceBuffer
 
 # Mirrors struct DrvtmaTimeout / DrvtmaStatus; keep the field order identical.
 STATUS_SLOTS = 8  # kStatusSlots

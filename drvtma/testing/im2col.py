@@ -7,10 +7,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..tma.dtypes import ALL_DTYPES, PACKED_DTYPES, tma_dtype
-from ..tma.im2col_spec import (CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE,
-                               Im2colSpec)
-from ..tma.spec import (SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill, Swizzle,
-                        contiguous_strides_bytes)
+from ..tma.im2col_spec import CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE, Im2colSpec
+from ..tma.spec import (
+    SM90_SWIZZLES,
+    SWIZZLE_SPAN_BYTES,
+    Interleave,
+    L2Promotion,
+    OobFill,
+    Swizzle,
+    contiguous_strides_bytes,
+)
 from .strategies import ADDRESS_BASE
 
 # Loads the probe can land: the oracle models INTERLEAVE_NONE; images stay small so a batch holds many.

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..cluster import multicast as M
 from ..cluster import probe as P
-from ..tma.encode import encode_tiled
 from ..tma.dtypes import ALL_DTYPES
+from ..tma.encode import encode_tiled
 from .strategies import RngChooser, build_coordinates, build_valid_spec
 
 

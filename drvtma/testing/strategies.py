@@ -12,10 +12,21 @@ import math
 import numpy as np
 
 from ..errors import ArgumentError, as_int
-from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT16, UINT32, UINT64, UINT8, TmaDtype, tma_dtype
-from ..tma.spec import (SM90_SWIZZLES, ALL_RULES, MAX_BOX, MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave,
-                        L2Promotion, OobFill, Swizzle, TensorMapSpec)
+from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT8, UINT16, UINT32, UINT64, TmaDtype, tma_dtype
 from ..tma.rules import address_alignment
+from ..tma.spec import (
+    ALL_RULES,
+    MAX_BOX,
+    MAX_STRIDE_BYTES,
+    SM90_SWIZZLES,
+    SMEM_PER_BLOCK_OPTIN_SM90,
+    SWIZZLE_SPAN_BYTES,
+    Interleave,
+    L2Promotion,
+    OobFill,
+    Swizzle,
+    TensorMapSpec,
+)
 from .optional import hypothesis
 
 ADDRESS_BASE = 0x7F00_0000_0000  # CPU specs get plausible device addresses above this

@@ -15,8 +15,18 @@
 from .dtypes import ALL_DTYPES, TmaDtype, tma_dtype
 from .encode import TensorMap, encode_tiled, encode_unchecked
 from .rules import describe_spec, driver_box_bytes, driver_should_accept, validate_all
-from .spec import (ALL_RULES, DRIVER_RULES, DRVTMA_RULES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec,
-                   TmaParams, to_tma_order)
+from .spec import (
+    ALL_RULES,
+    DRIVER_RULES,
+    DRVTMA_RULES,
+    Interleave,
+    L2Promotion,
+    OobFill,
+    Swizzle,
+    TensorMapSpec,
+    TmaParams,
+    to_tma_order,
+)
 
 __all__ = ["ALL_DTYPES", "ALL_RULES", "DRIVER_RULES", "DRVTMA_RULES", "Interleave", "L2Promotion", "OobFill",
            "Swizzle", "TensorMap", "TensorMapSpec", "TmaDtype", "TmaParams", "describe_spec", "driver_box_bytes",

@@ -29,8 +29,7 @@ from ..errors import address as as_address
 from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
 from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
 from .rules import address_error, validate_all
-from .spec import (DRIVER_RULES, MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle,
-                   TensorMapSpec)
+from .spec import DRIVER_RULES, MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
 
 # (bit offset, width) of each field; per-dimension fields list one entry per TMA dimension (fastest first).
 ADDRESS = (0, 64)

@@ -13,8 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import RuleError, TensorMapError
-from .decode import (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, SMALL_TENSOR_BIT, SWIZZLE_ATOMICITY_BIT, UNKNOWN_LAYOUT,
-                     decode, derived_words, encode_bytes, fields, map_bytes, mask)
+from .decode import (
+    DERIVED_BOX_BYTES,
+    DERIVED_SWIZZLE,
+    SMALL_TENSOR_BIT,
+    SWIZZLE_ATOMICITY_BIT,
+    UNKNOWN_LAYOUT,
+    decode,
+    derived_words,
+    encode_bytes,
+    fields,
+    map_bytes,
+    mask,
+)
 from .im2col_decode import decode_im2col, encode_im2col_bytes, im2col_derived_words
 from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import Im2colSpec

@@ -20,9 +20,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import TensorMapError
-from .decode import (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, IM2COL_MODE, KNOWN_BITS, SWIZZLE_MARKER, TENSOR_MAP_BYTES,
-                     MapFields, driver_checked_address, fields, geometry, get, map_bytes, mask, put, shared_words,
-                     unknown_bits_error)
+from .decode import (
+    DERIVED_BOX_BYTES,
+    DERIVED_SWIZZLE,
+    IM2COL_MODE,
+    KNOWN_BITS,
+    SWIZZLE_MARKER,
+    TENSOR_MAP_BYTES,
+    MapFields,
+    driver_checked_address,
+    fields,
+    geometry,
+    get,
+    map_bytes,
+    mask,
+    put,
+    shared_words,
+    unknown_bits_error,
+)
 from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import IM2COL_RANKS, Im2colSpec
 

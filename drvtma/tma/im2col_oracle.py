@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import TensorMapError
 from .im2col_spec import OFFSET_RANGE, Im2colSpec, spatial_name
-from .oracle import INT32_MAX, INT32_MIN, SMEM_DST_ALIGNMENT, _UINT_OF_SIZE, swizzle_addresses, tma_load_convert
+from .oracle import _UINT_OF_SIZE, INT32_MAX, INT32_MIN, SMEM_DST_ALIGNMENT, swizzle_addresses, tma_load_convert
 from .spec import Interleave, OobFill
 
 

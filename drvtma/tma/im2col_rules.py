@@ -13,12 +13,25 @@ from __future__ import annotations
 import math
 
 from ..errors import Rule, TensorMapError, broken_rules
-from .im2col_spec import (CORNER_RANGE, IM2COL_RANKS, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, Im2colSpec,
-                          spatial_name)
 from .blackwell_rules import NEEDS_RULES, TARGET_RULE
+from .im2col_spec import (
+    CORNER_RANGE,
+    IM2COL_RANKS,
+    MAX_CHANNELS_PER_PIXEL,
+    MAX_PIXELS_PER_COLUMN,
+    Im2colSpec,
+    spatial_name,
+)
 from .rules import RULES as TILED_RULES
-from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_ELEMENT_STRIDE, SMEM_PER_BLOCK_OPTIN_SM90,
-                   SWIZZLE_SPAN_BYTES, Interleave, Swizzle)
+from .spec import (
+    DRIVER_BOX_BYTES_LIMIT,
+    DRIVER_RULES,
+    MAX_ELEMENT_STRIDE,
+    SMEM_PER_BLOCK_OPTIN_SM90,
+    SWIZZLE_SPAN_BYTES,
+    Interleave,
+    Swizzle,
+)
 
 # needs_subbyte_maps is the driver's for im2col too: the H200 (driver 580) refused all 81 im2col specs of sub-byte
 # types in the standard campaign

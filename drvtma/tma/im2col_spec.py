@@ -16,8 +16,19 @@ from dataclasses import dataclass
 from ..errors import TensorMapError, as_ints
 from .dtypes import TmaDtype, tma_dtype
 from .params import MapParams
-from .spec import (Interleave, L2Promotion, MapGeometry, OobFill, Swizzle, array_fields, check_options,
-                   contiguous_strides_bytes, fields_dict, normalise_fields, to_tma_order)
+from .spec import (
+    Interleave,
+    L2Promotion,
+    MapGeometry,
+    OobFill,
+    Swizzle,
+    array_fields,
+    check_options,
+    contiguous_strides_bytes,
+    fields_dict,
+    normalise_fields,
+    to_tma_order,
+)
 
 IM2COL_RANKS = (3, 4, 5)
 # Corner ranges per rank [doc: cuTensorMapEncodeIm2col]; the load's im2col offsets per rank [doc: PTX ISA 5.5.4].

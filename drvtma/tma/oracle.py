@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dtypes import TF32_DTYPES, tma_dtype
 from ..errors import TensorMapError
+from .dtypes import TF32_DTYPES, tma_dtype
 from .spec import Interleave, OobFill, Swizzle, TensorMapSpec
 
 SMEM_DST_ALIGNMENT = 128  # shared destination of a tensor copy [doc]

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import oracle
 from ..runtime.driver import Resource
+from . import oracle
 from .encode import TensorMap, encode_tiled
 from .spec import TensorMapSpec
 

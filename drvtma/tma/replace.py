@@ -22,8 +22,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TensorMapError, as_int
-from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT32_FTZ, FLOAT64, INT32, INT64, TF32_DTYPES, TF32_OF, TFLOAT32,
-                     TFLOAT32_FTZ, UINT8, UINT16, UINT32, UINT64, tma_dtype)
+from .dtypes import (
+    BFLOAT16,
+    FLOAT16,
+    FLOAT32,
+    FLOAT32_FTZ,
+    FLOAT64,
+    INT32,
+    INT64,
+    TF32_DTYPES,
+    TF32_OF,
+    TFLOAT32,
+    TFLOAT32_FTZ,
+    UINT8,
+    UINT16,
+    UINT32,
+    UINT64,
+    tma_dtype,
+)
 from .im2col_spec import Im2colSpec
 from .spec import MAX_RANK, TensorMapSpec, to_tma_order
 

@@ -8,9 +8,23 @@ import math
 from ..errors import Rule, TensorMapError, broken_rules
 from .blackwell_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
 from .dtypes import TmaDtype
-from .spec import (DRIVER_BOX_BYTES_LIMIT, DRIVER_RULES, MAX_BOX, MAX_DIM, MAX_ELEMENT_STRIDE, MAX_RANK,
-                   MAX_STRIDE_BYTES, SMEM_PER_BLOCK_OPTIN_SM90, SWIZZLE_SPAN_BYTES, Interleave, L2Promotion, OobFill,
-                   Swizzle, TensorMapSpec)
+from .spec import (
+    DRIVER_BOX_BYTES_LIMIT,
+    DRIVER_RULES,
+    MAX_BOX,
+    MAX_DIM,
+    MAX_ELEMENT_STRIDE,
+    MAX_RANK,
+    MAX_STRIDE_BYTES,
+    SMEM_PER_BLOCK_OPTIN_SM90,
+    SWIZZLE_SPAN_BYTES,
+    Interleave,
+    L2Promotion,
+    OobFill,
+    Swizzle,
+    TensorMapSpec,
+)
+
 
 def round_up(x: int, m: int) -> int:
     return -(-x // m) * m

@@ -9,8 +9,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .rules import round_up
-from .stores import (CHUNK_BYTES, OP_CODES, STORE, SWIZZLE_PERIOD, StoreCase, apply_store, check_bulk_store,
-                     check_case, random_values, smem_from_box)
+from .stores import (
+    CHUNK_BYTES,
+    OP_CODES,
+    STORE,
+    SWIZZLE_PERIOD,
+    StoreCase,
+    apply_store,
+    check_bulk_store,
+    check_case,
+    random_values,
+    smem_from_box,
+)
 
 # Mirrors struct StoreJob / BulkStoreJob in cu/tma/store_probe.cu.
 STORE_JOB_DTYPE = np.dtype([("image_offset", "<i8"), ("image_bytes", "<u4"), ("smem_offset", "<u4"),

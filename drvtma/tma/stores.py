@@ -26,8 +26,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import StoreStraddleWarning, TensorMapError, as_int
-from .dtypes import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT32, INT64, UINT8, UINT16, UINT32, UINT64, TmaDtype,
-                     tma_dtype)
+from .dtypes import (
+    BFLOAT16,
+    FLOAT16,
+    FLOAT32,
+    FLOAT64,
+    INT32,
+    INT64,
+    UINT8,
+    UINT16,
+    UINT32,
+    UINT64,
+    TmaDtype,
+    tma_dtype,
+)
 from .oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
 from .rules import round_up
 from .spec import Interleave, L2Promotion, Swizzle, TensorMapSpec

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 from . import oracle
 from .descriptor import SmemDescriptor, WgmmaSwizzle, to_tma_swizzle
 from .dtypes import ALL_TYPES, K_BYTES, M, WgmmaType, wgmma_type
 from .layout import descriptor_for
 from .probe import MAX_STEPS, PROBE_NS, Box, ProbeCase, ProbeGroup
-from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 
 WRONG_KINDS = ("swizzle_code", "tma_enum", "lbo_sbo_swap", "lbo_plus16", "sbo_plus16", "sbo_minus16",
                "start_shift", "base_offset", "ptx_base_offset")

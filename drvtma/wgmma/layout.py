@@ -19,11 +19,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..errors import WgmmaError, as_int
+from ..tma.spec import Interleave, TensorMapSpec
 from .descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle
 from .dtypes import K_BYTES, M, wgmma_type
 from .rules import check_operands
-from ..errors import WgmmaError, as_int
-from ..tma.spec import Interleave, TensorMapSpec
 
 TMA_SMEM_ALIGNMENT = 128
 

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import oracle, rules
-from .descriptor import SmemDescriptor
-from .dtypes import M, WgmmaType, wgmma_type
 from ..errors import WgmmaError
 from ..runtime.driver import Resource, ScratchBuffers
 from ..tma import oracle as tma_oracle
 from ..tma.spec import TensorMapSpec
+from . import oracle, rules
+from .descriptor import SmemDescriptor
+from .dtypes import M, WgmmaType, wgmma_type
 
 PROBE_SOURCE = "wgmma/wgmma_probe.cu"
 PROBE_NS = (8, 16, 24, 32, 48, 80, 128, 256)  # one kernel each; scripts/gen_wgmma_ops.py writes the wrappers

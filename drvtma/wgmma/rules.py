@@ -11,9 +11,9 @@ Descriptors: ``start_alignment``, ``field_range``, ``field_alignment`` (descript
 
 from __future__ import annotations
 
+from ..errors import WgmmaError, as_int
 from .descriptor import SmemDescriptor, WgmmaSwizzle
 from .dtypes import K_BYTES, M, wgmma_type
-from ..errors import WgmmaError, as_int
 
 RULES = ("shape_m", "shape_k", "shape_n", "major_dtype", "register_a_major", "operand", "dtype", "start_alignment",
          "field_range", "field_alignment", "swizzle_code", "base_offset_range", "base_offset_use",

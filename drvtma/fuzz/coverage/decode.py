@@ -14,9 +14,10 @@ from collections import Counter
 
 import numpy as np
 
-from .core import CoverageModel, Universe, completions, name
-from ...tma import blackwell_rules, rules, spec as S
+from ...tma import blackwell_rules, rules
+from ...tma import spec as S
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
+from .core import CoverageModel, Universe, completions, name
 
 # (label, lo, hi): where a field's encoding changes (dim - 1 in 32 bits, stride >> 4 in 36 bits, box - 1 in 8 bits)
 DIM_CLASSES = (("1", 1, 1), ("small", 2, 1 << 16), ("large", (1 << 16) + 1, 1 << 31),
@@ -110,7 +111,7 @@ class DecodeModel(CoverageModel):
                     consider(name(rank=r, **{f: _label(x)}), {"rank": r, f: x}, one)
             sm90 = {**one, "dtype": ALL_DTYPES, "swizzle": S.SM90_SWIZZLES}
             for a in range(r):
-                for lab, lo, hi in DIM_CLASSES:
+                for lab, _lo, hi in DIM_CLASSES:
                     consider(name(rank=r, axis=a, dim=lab), {"rank": r, "axis": a, "dim": hi}, sm90)
                 for (lab, _, _), rep in zip(STRIDE_CLASSES, STRIDE_REPS) if a < r - 1 else ():
                     consider(name(rank=r, axis=a, stride=lab), {"rank": r, "axis": a, "stride": rep}, sm90)

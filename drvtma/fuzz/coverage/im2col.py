@@ -14,13 +14,27 @@ from collections import Counter
 import numpy as np
 
 from ...errors import DrvtmaError
+from ...testing.strategies import ADDRESS_BASE
 from ...tma import im2col_oracle as oracle
 from ...tma.im2col_rules import validate_im2col
 from ...tma.im2col_spec import IM2COL_RANKS, SPATIAL_NAMES, Im2colSpec
 from ...tma.spec import Interleave, L2Promotion, OobFill, Swizzle
-from ...testing.strategies import ADDRESS_BASE
-from .core import (BOUNDARIES, EXTENTS, SIGNS, CoverageModel, Labels, Universe, boundaries, case_pairs, completions,
-                   count_names, extent_class, feasible_by, name, pairwise)
+from .core import (
+    BOUNDARIES,
+    EXTENTS,
+    SIGNS,
+    CoverageModel,
+    Labels,
+    Universe,
+    boundaries,
+    case_pairs,
+    completions,
+    count_names,
+    extent_class,
+    feasible_by,
+    name,
+    pairwise,
+)
 from .tiled import ENUMS
 
 WALKS = ("within_w", "into_h", "into_d", "next_image")  # the outermost axis a load's walk carried into

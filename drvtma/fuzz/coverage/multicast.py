@@ -13,12 +13,13 @@ from collections import Counter
 
 import numpy as np
 
-from .core import BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, count_names, name, pairwise
-from .decode import _broken
 from ...cluster import multicast as M
 from ...errors import ClusterError
-from ...tma import blackwell_rules, spec as S
+from ...tma import blackwell_rules
+from ...tma import spec as S
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
+from .core import BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, count_names, name, pairwise
+from .decode import _broken
 
 MASK_KINDS = ("one", "partial", "all")
 

@@ -28,8 +28,18 @@ from ...tma.rules import validate_all
 from ...tma.spec import L2Promotion, Swizzle, TensorMapSpec
 from ...tma.targets import spec_target
 from . import tiled
-from .core import (AXIS_FIELDS, CoverageModel, Universe, boundaries, case_pairs, element_stride_class, extent_class,
-                   feasible_by, name, pairwise)
+from .core import (
+    AXIS_FIELDS,
+    CoverageModel,
+    Universe,
+    boundaries,
+    case_pairs,
+    element_stride_class,
+    extent_class,
+    feasible_by,
+    name,
+    pairwise,
+)
 
 NOT_MODELLED = "store_dtype"  # check_store_spec's rule for a store type the oracle leaves out (STORE_DTYPES)
 

@@ -14,13 +14,26 @@ from collections import Counter
 import numpy as np
 
 from ...errors import DrvtmaError
+from ...testing.strategies import ADDRESS_BASE
 from ...tma import oracle
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
 from ...tma.rules import validate_all
 from ...tma.spec import MAX_RANK, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
-from ...testing.strategies import ADDRESS_BASE
-from .core import (AXIS_FIELDS, CoverageModel, Universe, boundaries, case_pairs, completions, count_names,
-                   element_stride_class, extent_class, feasible_by, name, pairwise, sign_class)
+from .core import (
+    AXIS_FIELDS,
+    CoverageModel,
+    Universe,
+    boundaries,
+    case_pairs,
+    completions,
+    count_names,
+    element_stride_class,
+    extent_class,
+    feasible_by,
+    name,
+    pairwise,
+    sign_class,
+)
 
 RANKS = tuple(range(1, MAX_RANK + 1))
 ENUMS = {"dtype": tuple(d.name for d in (*ALL_DTYPES, *PACKED_DTYPES)),

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .core import CoverageModel, Universe, case_pairs, feasible_by, name, pairwise
 from ...errors import TensorMapError, WgmmaError
 from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, TensorMapSpec
-from ...wgmma import cases as wc, probe as wp, rules
+from ...wgmma import cases as wc
+from ...wgmma import probe as wp
+from ...wgmma import rules
 from ...wgmma.descriptor import WgmmaSwizzle
 from ...wgmma.dtypes import ALL_TYPES, M
+from .core import CoverageModel, Universe, case_pairs, feasible_by, name, pairwise
 
 # Rules that judge a group (shape, types, majors), not a descriptor: no wrong descriptor breaks them.
 GROUP_RULES = ("shape_m", "shape_k", "shape_n", "major_dtype", "register_a_major", "operand", "dtype")
@@ -96,7 +98,7 @@ class WgmmaModel(CoverageModel):
                 else:
                     refused[cls] = "shape_n"  # the probe is built for PROBE_NS only
         classes += [name(form=f) for f in ("ss", "rs")]
-        for op, rows in (("A", M), ("B", wp.PROBE_NS[-1])):
+        for op, _rows in (("A", M), ("B", wp.PROBE_NS[-1])):
             found = {}
             for t in ALL_TYPES:
                 for major in ("K", "MN"):
