@@ -264,13 +264,33 @@ def test_the_slurm_recipe_merges_to_the_unsharded_campaign(tmp_path):
     assert view(merged) == view(_unsharded(tmp_path))
 
 
-def test_the_kubernetes_recipe_merges_to_the_unsharded_campaign(tmp_path):
-    manifest = _blocks("yaml")[0]
-    assert re.search(r"completionMode: Indexed\n\s+completions: 4\n\s+parallelism: 4", manifest)
-    command = json.loads(re.search(r"command: (\[.*\])", manifest).group(1))
+def _k8s_command(manifest: str, job: str) -> str:
+    """The shell command of the Job named `job` in a multi-document manifest (its `command: ["sh", "-c", ...]`)."""
+    doc = next(d for d in manifest.split("\n---\n") if "kind: Job" in d and f"name: {job}\n" in d)
+    command = json.loads(re.search(r"command: (\[.*\])", doc).group(1))
     assert command[:2] == ["sh", "-c"]
-    _wait([_bash(command[2], tmp_path, JOB_COMPLETION_INDEX=str(k)) for k in range(4)])
-    merge = next(b for b in _blocks("bash") if b.startswith("drvtma fuzz merge"))
-    _wait([_bash(merge, tmp_path)])
+    return command[2]
+
+
+def test_the_kubernetes_recipe_merges_to_the_unsharded_campaign(tmp_path):
+    fuzz, merge = _blocks("yaml")[:2]
+    assert re.search(r"completionMode: Indexed\n\s+completions: 4\n\s+parallelism: 4", fuzz)
+    # a shard that finds a mismatch (exit 1) fails its own index only: the others run on and write their reports
+    assert re.search(r"backoffLimitPerIndex: \d+\n\s+podFailurePolicy:\n\s+rules:\n\s+- action: FailIndex\n"
+                     r"\s+onExitCodes:\n\s+containerName: fuzz\n\s+operator: In\n\s+values: \[1\]", fuzz)
+    assert "accessModes: [ReadWriteMany]" in fuzz and "kind: Service" in fuzz and "name: drvtma-redis" in fuzz
+    _wait([_bash(_k8s_command(fuzz, "drvtma-fuzz"), tmp_path, JOB_COMPLETION_INDEX=str(k)) for k in range(4)])
+    _wait([_bash(_k8s_command(merge, "drvtma-fuzz-merge"), tmp_path)])
     merged = json.loads((tmp_path / "shared/drvtma-fuzz/run-20260101/merged/loads-report.json").read_text())
     assert view(merged) == view(_unsharded(tmp_path))
+
+
+def test_the_kubernetes_manifests_are_valid_against_the_api_schemas():
+    """Every object of both manifests against Kubernetes' own OpenAPI schemas, offline (kubernetes-validate; CI
+    installs it), strict: a misspelt field fails."""
+    kv = pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed (CI installs it)")
+    yaml = pytest.importorskip("yaml", reason="PyYAML is not installed")
+    docs = [d for block in _blocks("yaml")[:2] for d in yaml.safe_load_all(block) if d]
+    assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Deployment", "Service", "Job", "Job"]
+    for d in docs:
+        kv.validate(d, "1.33", strict=True)  # raises ValidationError naming the field
