@@ -37,6 +37,7 @@ def tensor_map_descriptor_bytes(desc, size: int) -> bytes:
             continue
         holder = holder_type([desc])
         address = ctypes.c_void_p.from_address(holder.ptr).value
+        assert address is not None  # the holder's first slot points at the packed descriptor: never NULL
         return ctypes.string_at(address, size)
     raise TypeError("this cuda.core has no ParamHolder to read a TensorMapDescriptor's bytes from")
 

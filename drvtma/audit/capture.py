@@ -68,7 +68,7 @@ def image_layouts(image: bytes) -> dict[str, list[tuple[int, int]]]:
     kind = images.image_kind(image)
     cubins = [image] if kind == "cubin" else [p for k, _, p in images.fatbin_entries(image)
                                               if k == "cubin" and p is not None] if kind == "fatbin" else []
-    out = {}
+    out: dict[str, list[tuple[int, int]]] = {}
     for data in cubins:
         for name in cubin_records.kernel_names(data):
             layout = cubin_records.kernel_params(data, name)

@@ -115,7 +115,8 @@ class Stream:
 
 
 def load_events(path) -> Stream:
-    events, counts, complete, refused = [], Counts(), False, None
+    events: list[Encode | Replace | Launch] = []
+    counts, complete, refused = Counts(), False, None
     for line in Path(path).read_text().splitlines():
         if not line.strip():
             continue

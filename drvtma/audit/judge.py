@@ -200,9 +200,9 @@ def judge(events) -> Judgement:
             except DrvtmaError:
                 ok = False
             v.agrees = ok if v.agrees is None else (v.agrees and ok)
-    for e in replaces:
-        if e.map_bytes is not None:
-            verdict(e.map_bytes).replaces.append(e)
+    for r in replaces:
+        if r.map_bytes is not None:
+            verdict(r.map_bytes).replaces.append(r)
     for launch in launches:
         if launch.arguments:
             for o in map_windows(launch.arguments, plausible):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from ..runtime.figures import table_text
 from ..tma.spec import TensorMapSpec
@@ -100,12 +101,12 @@ def markdown(j: Judgement, counts: Counts, program: str, pictures: dict | None =
         out += ["## Launches whose arguments could not be read", "",
                 table_text(["library", "kernel", "launches", "why"],
                            [[x.library, x.kernel[:80], str(x.count), x.unreadable] for x in unread]), ""]
-    empty = [x for x in j.launches if x.arguments is not None and not any(
+    empty = [x for x in j.launches if x.arguments is not None and not any(  # all read: the cast below
         u.launch is x for v in maps for u in v.launches)]
     if empty:
         out += ["## Launches with no map in their arguments", "",
                 table_text(["library", "kernel", "launches", "argument bytes", "passed as"],
-                           [[x.library, x.kernel[:80], str(x.count), str(len(x.arguments)),
+                           [[x.library, x.kernel[:80], str(x.count), str(len(cast(bytes, x.arguments))),
                              "packed buffer" if x.layout is None else "kernelParams"] for x in empty]), ""]
     for title, chosen in (("Maps encoded but never launched", j.never_launched()),
                           ("Maps launched that no encode seen wrote (edited, or built elsewhere)", j.not_encoded())):

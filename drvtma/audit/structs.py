@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_uint, c_uint32, c_uint64, c_void_p
+from typing import Any
 
 MAP_BYTES = 128  # sizeof(CUtensorMap); a by-value map parameter is this size, 64-byte aligned
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -85,6 +86,8 @@ def read_callback(address: int) -> CallbackData:
 
 def read_encode(api: str, params_address: int) -> tuple[int, dict]:
     """(where the map is written, the call's arguments by the driver's names) of an encode call."""
+    p: EncodeTiledParams | EncodeIm2colWideParams | EncodeIm2colParams
+    args: dict[str, Any]
     if api.startswith("cuTensorMapEncodeTiled"):
         p = EncodeTiledParams.from_address(params_address)
         r = p.tensorRank
@@ -118,6 +121,7 @@ def read_replace(params_address: int) -> tuple[int, int]:
 def read_launch(api: str, params_address: int) -> dict:
     """The function, grid, block and dynamic shared memory of a launch, and where its arguments are: `kernel_params`
     (the address of the void* array, or 0) and `buffer` (the bytes of a packed `extra` buffer, or None)."""
+    p: LaunchKernelExParams | LaunchKernelParams | _CooperativeParams
     if api.startswith("cuLaunchKernelEx"):
         p = LaunchKernelExParams.from_address(params_address)
         c = p.config.contents if p.config else LaunchConfig()

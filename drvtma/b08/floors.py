@@ -135,6 +135,7 @@ def run_floors(cfg: SweepConfig, *, progress=sys.stderr) -> FloorsResult:
 
     rows = []
     try:
+        assert runner.reference is not None  # B08Runner.upload attaches the input's reference
         runner.reference.prepare(cfg.fma_list)
         # Neither the empty launch nor the copies alone depend on fma_iters: timed once per ring.
         launch_ms = {r: timed(lambda r=r: empty.launch(grid=r.grid(runner.num_tiles), block=r.block_threads,

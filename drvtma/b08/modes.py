@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import LaunchError
 from ..runtime.driver import Resource, smem_per_block_optin
 from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, check_tile_sums
+
+if TYPE_CHECKING:
+    from ..runtime.driver import DeviceBuffer
 
 STATIC_SMEM_RESERVE = 1024  # the ring kernels' barriers and alignment, next to the dynamic ring
 MAX_STAGES = 16  # kMaxStages in cu/b08/pipelines.cu
@@ -131,6 +135,7 @@ class ModeConfig:
             raise LaunchError(f"ws: {t} consumer threads + a producer warp exceed 1024 threads per block")
         if self.tiles_per_block < 1:
             raise LaunchError(f"tiles_per_block must be >= 1, got {self.tiles_per_block}")
+        assert self.stages is not None and self.tiles_per_stage is not None  # __post_init__ filled them in
         if not 1 <= self.stages <= MAX_STAGES:
             raise LaunchError(f"{self.mode}: stages = {self.stages} must be in [1, {MAX_STAGES}]")
         if self.tiles_per_stage < 1:
@@ -171,23 +176,26 @@ class ModeConfig:
 
     @property
     def stage_bytes(self) -> int:
+        assert self.tiles_per_stage is not None  # __post_init__ filled it in
         return self.tiles_per_stage * TILE_BYTES
 
     @property
     def smem_bytes(self) -> int:
         """Dynamic shared memory of a launch (the ring); the article kernels use static shared memory only."""
+        assert self.stages is not None  # __post_init__ filled it in
         return self.stages * self.stage_bytes if self.spec.ring else 0
 
     @property
     def bytes_in_flight(self) -> int:
         """Most bytes one block can have requested and not consumed."""
+        assert self.stages is not None  # __post_init__ filled it in
         return {"sync": TILE_BYTES}.get(self.mode, self.stages * self.stage_bytes)
 
     def grid(self, num_tiles: int) -> int:
         return -(-num_tiles // self.tiles_per_block)
 
     def defines(self) -> dict:
-        d = {"B08_THREADS": self.threads}
+        d: dict[str, int | str] = {"B08_THREADS": self.threads}
         if self.split == "warp":
             d["B08_WARP_TILES"] = 1
         if self.fault is not None:
@@ -225,6 +233,7 @@ def predicted_timeouts(cfg: ModeConfig, num_tiles: int) -> set[tuple[int, int, i
 
     if cfg.fault is None:
         return set()
+    assert cfg.stages is not None and cfg.tiles_per_stage is not None  # ModeConfig.__post_init__ filled them in
     out = set()
     for block in range(cfg.grid(num_tiles)):
         _, count = ring.block_tiles(block, num_tiles, cfg.tiles_per_block)
@@ -288,7 +297,7 @@ class LaunchArgs:
 class Trace:
     """Per-wait records of a ring kernel: raw[block, role, iteration] = (stage | parity << 16, first tile)."""
 
-    buffer: object
+    buffer: DeviceBuffer
     blocks: int
     roles: int
     capacity: int
@@ -368,6 +377,7 @@ class B08Runner(Resource):
             raise LaunchError(f"{cfg.mode} records no trace; only pipeN and ws do")
         blocks = cfg.grid(self.num_tiles)
         roles = cfg.consumer_warps + (1 if cfg.spec.producer_warp else 0)
+        assert cfg.tiles_per_stage is not None  # ModeConfig.__post_init__ filled it in
         capacity = -(-cfg.tiles_per_block // cfg.tiles_per_stage)
         buf = DeviceBuffer(blocks * roles * capacity * 8)
         buf.fill_u32(TRACE_POISON)
@@ -380,6 +390,7 @@ class B08Runner(Resource):
             raise LaunchError(f"fma_iters must be in [0, 2^31), got {fma_iters}")
         sums = self.sums_buffer(cfg)
         common = (sums, self.num_tiles, cfg.tiles_per_block, int(fma_iters))
+        args: tuple
         if cfg.mode == "tensor2d":
             args = (self.tensor_map(), *common, self.tiles_x, self.status)
         elif cfg.spec.ring:
@@ -414,6 +425,7 @@ class B08Runner(Resource):
             tiling = cfg.spec.tiling
             exp_in, exp_out = self.reference.sums(fma_iters, tiling=tiling,
                                                   tiles_x=self.tiles_x if tiling == "box" else None)
+            assert cfg.name is not None  # ModeConfig.__post_init__ filled it in
             check_tile_sums(cfg.name, raw, exp_in, exp_out, fma_iters=fma_iters)
         return raw
 

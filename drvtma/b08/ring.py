@@ -162,7 +162,7 @@ class RingSimulation:
         self.in_flight: list[list[int]] = []  # [stage, tile, bytes left]
         self.producer_i = 0
         self.consumer_i = [0] * consumers
-        self.holding = [None] * consumers  # stage a consumer waited on and has not released yet
+        self.holding: list[int | None] = [None] * consumers  # stage a consumer waited on and has not released yet
         self.consumed: list[list[int]] = [[] for _ in range(consumers)]
         self.consumer_trace: list[list[TraceRecord]] = [[] for _ in range(consumers)]
         self.producer_trace: list[TraceRecord] = []
@@ -237,7 +237,7 @@ class RingSimulation:
     def run(self, choose, max_steps: int = 100_000) -> Outcome:
         """Advance until done, a deadlock or a hazard; `choose(list_of_labels) -> label`."""
         for _ in range(max_steps):
-            options = []
+            options: list[tuple[str] | tuple[str, int]] = []
             if self._producer_ready():
                 options.append(("producer",))
             for k in range(len(self.in_flight)):

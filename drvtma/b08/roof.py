@@ -219,6 +219,7 @@ def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads:
     inp = make_input(n, seed=1)
     runner = B08Runner.upload(inp)
     try:
+        assert runner.reference is not None  # B08Runner.upload attaches the input's reference
         runner.reference.prepare([0])
         word_sum = int(inp.data.view(np.uint32).sum(dtype=np.uint32))
         read_points = measure_read_kernel(runner, props.sm_count, runs, warmups, word_sum)

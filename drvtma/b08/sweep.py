@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from typing import cast
+
+import numpy as np
 
 from ..runtime import figures
 from ..runtime.timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
@@ -120,7 +123,7 @@ class SweepResult:
     @property
     def mode_names(self) -> list[str]:
         """Columns in the article's order, then the others in the order they ran."""
-        names = [m.name for m in self.config.modes]
+        names = [cast(str, m.name) for m in self.config.modes]  # ModeConfig.__post_init__ names every mode
         return sorted(names, key=lambda n: (ARTICLE_MODES.index(n) if n in ARTICLE_MODES else len(ARTICLE_MODES),
                                             names.index(n)))
 
@@ -228,7 +231,7 @@ def reference_rows(result: SweepResult) -> list[list]:
         ref = REFERENCE_H200_MS.get(row.fma_iters)
         if ref is None:
             continue
-        line = [row.fma_iters]
+        line: list[float | None] = [row.fma_iters]
         for m, ref_ms in zip(ARTICLE_MODES, ref):
             line.append(row.timings[m].median / ref_ms if m in row.timings else None)
         rows.append(line)
@@ -265,8 +268,9 @@ def measurements_text(result: SweepResult) -> str:
     low, high = result.rows[0], result.rows[-1]
     lines = []
     rings = [m for m in result.mode_names if m not in ARTICLE_MODES]
+    # every mode ran at every fma_iters, sync included (checked above): no speedup here is None
     if rings:
-        best = max(rings, key=lambda m: result.speedup(low, m))
+        best = max(rings, key=lambda m: cast(float, result.speedup(low, m)))
         x = result.speedup(low, best)
         lines.append(f"fma_iters={low.fma_iters}: best ring mode {best} at {x:.2f}x sync")
     if result.copy_gbs:
@@ -276,7 +280,7 @@ def measurements_text(result: SweepResult) -> str:
         lines.append(f"fma_iters={low.fma_iters}: best TMA mode {best} reads {result.read_gbs(low, best):.0f} GB/s = "
                      f"{frac:.3f} of the cuMemcpyDtoD rate {result.copy_gbs:.0f} GB/s")
     slow = [f"{m} ({result.speedup(high, m):.3f}x)" for m in result.mode_names
-            if m != "sync" and result.speedup(high, m) < 1 / 1.05]
+            if m != "sync" and cast(float, result.speedup(high, m)) < 1 / 1.05]
     lines.append(f"fma_iters={high.fma_iters}: modes more than 5% slower than sync: {', '.join(slow) or 'none'}")
     return "\n".join(lines)
 
@@ -327,6 +331,7 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
     try:
         if cfg.verify:
             say("sweep: computing the NumPy reference")
+            assert runner.reference is not None  # B08Runner.upload attaches the input's reference
             runner.reference.prepare(cfg.fma_list)
             if any(m.spec.tiling == "box" for m in cfg.modes):
                 runner.reference.prepare(cfg.fma_list, tiling="box", tiles_x=runner.tiles_x)
@@ -339,16 +344,18 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
         total = len(cfg.fma_list) * len(cfg.modes)
         done = 0
         for fma in cfg.fma_list:
-            timings, raws = {}, {}
+            timings: dict[str, Timing] = {}
+            raws: dict[str, np.ndarray] = {}
             for mc in cfg.modes:
+                name = cast(str, mc.name)  # ModeConfig.__post_init__ names every mode
                 if cfg.verify:
-                    raws[mc.name] = runner.run_checked(mc, fma)
-                timings[mc.name] = time_launches(lambda mc=mc: runner.launch(mc, fma), runs=cfg.runs,
-                                                 warmups=cfg.warmups, flush=flush, head_start_ns=cfg.head_start_ns)
+                    raws[name] = runner.run_checked(mc, fma)
+                timings[name] = time_launches(lambda mc=mc: runner.launch(mc, fma), runs=cfg.runs,
+                                              warmups=cfg.warmups, flush=flush, head_start_ns=cfg.head_start_ns)
                 runner.check_status(mc, "timed launches")
                 done += 1
-                say(f"[{done}/{total}] fma_iters={fma} {mc.name}: median {timings[mc.name].median:.4f} ms, "
-                    f"p95 {timings[mc.name].p95:.4f} ms" + (", verified" if cfg.verify else ""))
+                say(f"[{done}/{total}] fma_iters={fma} {name}: median {timings[name].median:.4f} ms, "
+                    f"p95 {timings[name].p95:.4f} ms" + (", verified" if cfg.verify else ""))
             if cfg.verify:
                 check_same_total(raws)
             result.rows.append(SweepRow(fma, timings))

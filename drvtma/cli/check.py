@@ -7,12 +7,14 @@ import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import Callable, cast
 
 from ..errors import CudaError, DrvtmaError
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
-from ..tma.encode import encode_tiled
+from ..tma.encode import TensorMap, encode_tiled
 from ..tma.im2col_encode import encode_im2col
 from ..tma.im2col_rules import validate_im2col
+from ..tma.im2col_spec import Im2colSpec
 from ..tma.rules import validate_all
 from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from ..tma.targets import map_target
@@ -38,13 +40,14 @@ EXAMPLES = """accepted values:
 
 examples:
   drvtma check --dtype f32 --shape 4,250 --box 2,32 --strides-bytes 1000,4
+               (rows of 1000 B break stride_alignment: the rule and its fix, exit 1)
   drvtma check --dtype bf16 --shape 1024x1024 --box 64x64 --swizzle 128B --address 0x7f0000000000
   drvtma check --json '{{"dtype": "float16", "shape": [64, 64], "box": [64, 64], "swizzle": "128B"}}'
   drvtma check --json spec.json --print-json
   drvtma check --dtype u8 --shape 256 --box 128 --encode        (encodes it on a GPU)
   drvtma check --target sm_100a --dtype 16u4_align8b --shape 64,256 --box 16,128 --swizzle 128B
                (Blackwell's rules, answered on a CPU; --target sm_90a refuses it with the arch it needs)
-  drvtma check --im2col --dtype bf16 --shape 32,56,56,64 --lower-corner=-1,-1 --upper-corner=-1,-1 \
+  drvtma check --im2col --dtype bf16 --shape 32,56,56,64 --lower-corner=-1,-1 --upper-corner=-1,-1 \\
                --channels-per-pixel 64 --pixels-per-column 128 --swizzle 128B
                (an im2col map, NumPy order N, [D, [H,]] W, C; corners D, H, W; give negative lists with =)
 
@@ -78,7 +81,7 @@ def _dtype(text: str) -> str:
 
 def _target(text: str) -> str:
     try:
-        return map_target(text)
+        return cast(str, map_target(text))  # None only for None
     except DrvtmaError:
         raise argparse.ArgumentTypeError(f"wants a target such as sm_90a, sm_100a, sm_103a or sm_120a, got "
                                          f"{text!r}") from None
@@ -158,7 +161,7 @@ def _json_fields(text: str) -> dict:
     return value
 
 
-def spec_from_args(args) -> TensorMapSpec:
+def spec_from_args(args) -> TensorMapSpec | Im2colSpec:
     fields: dict = _json_fields(args.json) if args.json else {}
     flags = {"dtype": args.dtype, "shape": args.shape, "box": args.box, "strides": args.strides,
              "strides_bytes": args.strides_bytes, "element_strides": args.element_strides,
@@ -196,8 +199,8 @@ def check_command(argv: list[str]) -> int:
     """0: valid (and encoded with --encode); 1: rules broken or the driver refused; 2: bad arguments."""
     parser = _parser()
     args = parser.parse_args(argv)
-    if tiled_only(args):
-        parser.error(tiled_only(args))
+    if (why := tiled_only(args)) is not None:
+        parser.error(why)
     if args.map is not None:
         return _check_map(parser, args, argv)
     try:
@@ -207,7 +210,7 @@ def check_command(argv: list[str]) -> int:
     print(spec.describe())
     if args.print_json:
         print(json.dumps(spec.to_dict()))
-    errors = validate_im2col(spec) if args.im2col else validate_all(spec)
+    errors = validate_im2col(spec) if isinstance(spec, Im2colSpec) else validate_all(spec)  # Im2colSpec: --im2col
     if errors:
         print(f"\n{len(errors)} rule(s) broken:")
         for e in errors:
@@ -218,11 +221,11 @@ def check_command(argv: list[str]) -> int:
     if args.show:
         from ..show import draw_image, text_form
 
-        print("\n" + text_form(draw_image(spec), with_spec=False))
+        print("\n" + text_form(draw_image(cast(TensorMapSpec, spec)), with_spec=False))  # --im2col refuses --show
     if not args.encode:
         return 0
     try:
-        encode = encode_im2col if args.im2col else encode_tiled
+        encode: Callable[..., TensorMap] = encode_im2col if args.im2col else encode_tiled
         if spec.base_address is not None:
             tmap = encode(spec)
         else:

@@ -6,6 +6,7 @@ import argparse
 import secrets
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 from ..errors import DrvtmaError
 from ..fuzz import report
@@ -174,7 +175,7 @@ def fuzz_command(argv: list[str]) -> int:
     spec = _load_spec(args.spec, parser)
     try:
         options = (target.configure(spec) if args.kernel is None else
-                   target.configure(spec, kernel=args.kernel, strategy=args.strategy))
+                   cast(Any, target).configure(spec, kernel=args.kernel, strategy=args.strategy))  # a kernel-* target
     except DrvtmaError:  # a rule the spec breaks: exit 1, the rule named
         raise
     except ValueError as exc:  # a spec this target cannot take
@@ -214,7 +215,7 @@ def _finish(target, result, out: Path, require_coverage: int = 0) -> int:
                    "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
                    "mismatches": result.mismatches, "seed": result.seed, "shards": result.shards,
                    "bound_by": bound_by(result.timing), "timing": result.timing})
-    short = []
+    short: list[str] = []
     if result.coverage is not None:
         record_figure(result.coverage.figure())
         short = result.coverage.unhit(require_coverage) if require_coverage else []

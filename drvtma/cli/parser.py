@@ -13,14 +13,14 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 from .. import settings
 
 USAGE = 2  # exit status of a usage error (0 ok, 1 rules broken, 2 usage, 3 no usable GPU)
 
 
-def one_line(text: str) -> str:
+def one_line(text: object) -> str:  # any value: exceptions too
     return " ".join(str(text).split())
 
 
@@ -69,12 +69,12 @@ class Parser(argparse.ArgumentParser):
             kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         message = message.removeprefix("argument ")
         self.exit(USAGE, f"{self.prog}: {one_line(message)}; run {self.prog} --help\n")
 
 
-def _fail(what: str, text: str):
+def _fail(what: str, text: str) -> NoReturn:
     raise argparse.ArgumentTypeError(f"wants {what}, got {text!r}")
 
 

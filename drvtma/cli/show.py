@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import cast
 
 from ..errors import DrvtmaError
 from ..tma.rules import validate_all
+from ..tma.spec import TensorMapSpec
 from .check import _ints, accepted_values, add_map_options, spec_from_args
 from .parser import Parser, address, choice_list, int_at_least, list_of, out_file
 
@@ -18,6 +20,7 @@ show examples:
   drvtma show --dtype bf16 --shape 64,64 --box 64,64 --swizzle 128B --base-offset 512 --svg bf16.svg
   drvtma show --dtype u8 --shape 100,112 --box 16,64 --at=-8,48 --cells element
   drvtma show --dtype bf16 --shape 128,64 --box 128,64 --swizzle 128B --wgmma B --descriptor 0x8000004000010000
+               (a 64B-swizzle descriptor over a 128B image: the wrong reads marked, exit 1)
   drvtma show --dtype f32 --shape 32,32 --box 32,32 --banks column,row --png banks.png   (needs matplotlib)
   (negative box coordinates: --at=-8,48)
 
@@ -67,7 +70,7 @@ def show_command(argv: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        spec = spec_from_args(args)
+        spec = cast(TensorMapSpec, spec_from_args(args))  # no --im2col here: always tiled
     except (DrvtmaError, ValueError, TypeError, OSError) as exc:
         parser.error(str(exc))
     if args.at is not None and len(args.at) != spec.rank:

@@ -13,6 +13,7 @@ x + nx * (y + ny * z) over %cluster_ctaid [derived; the GPU tests pin both].
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -91,7 +92,7 @@ def check_cluster_ops(ops, cluster_ctas: int, slots: int = 1) -> None:
 
 def op_bytes(op: Multicast, spec: TensorMapSpec | None) -> int:
     """The bytes one op lands in each receiver (and completes on its barrier)."""
-    return op.bulk[1] if op.bulk is not None else spec.expect_tx_bytes
+    return op.bulk[1] if op.bulk is not None else cast(TensorMapSpec, spec).expect_tx_bytes  # tiled: spec given
 
 
 def expected_tx(ops, cluster_ctas: int, slots: int, spec: TensorMapSpec | None = None) -> np.ndarray:
@@ -119,7 +120,7 @@ def expected_images(ops, cluster_ctas: int, slots: int, slot_bytes: int, *, spec
     check_cluster_ops(ops, cluster_ctas, slots)
     if slot_bytes % SLOT_ALIGN:
         raise ValueError(f"slot_bytes {slot_bytes} must be a multiple of {SLOT_ALIGN}")
-    out = np.empty((cluster_ctas, slots, slot_bytes // 4), dtype=np.uint32)
+    out: np.ndarray = np.empty((cluster_ctas, slots, slot_bytes // 4), dtype=np.uint32)  # a uint8 view below
     out[:] = np.uint32(poison & 0xFFFFFFFF)
     out = out.view(np.uint8).reshape(cluster_ctas, slots, slot_bytes)
     tiled = [op for op in ops if op.coords is not None]
@@ -140,7 +141,8 @@ def expected_images(ops, cluster_ctas: int, slots: int, slot_bytes: int, *, spec
             if box_offset + nbytes > slot_bytes:
                 raise ValueError(f"a {nbytes} B bulk copy at {box_offset} does not fit a {slot_bytes} B slot")
             for r in op.receivers:
-                out[r, op.slot, box_offset:box_offset + nbytes] = raw[offset:offset + nbytes]
+                # bulk ops come with global_bytes
+                out[r, op.slot, box_offset:box_offset + nbytes] = cast(np.ndarray, raw)[offset:offset + nbytes]
     return out
 
 

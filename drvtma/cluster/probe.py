@@ -8,6 +8,7 @@ identity / distributed shared memory kernel and `run_reuse` the buffer-reuse haz
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import numpy as np
 
@@ -39,7 +40,7 @@ def cluster_size(cluster) -> int:
 
 def _dims(cluster) -> tuple[int, int, int]:
     c = (cluster,) if isinstance(cluster, int) else tuple(cluster)
-    return tuple(int(v) for v in c) + (1,) * (3 - len(c))
+    return cast("tuple[int, int, int]", tuple(int(v) for v in c) + (1,) * (3 - len(c)))  # padded to (x, y, z)
 
 
 def pack_ops(op_lists, spec: TensorMapSpec | None) -> tuple[np.ndarray, int]:
@@ -54,7 +55,8 @@ def pack_ops(op_lists, spec: TensorMapSpec | None) -> tuple[np.ndarray, int]:
             if op.bulk is not None:
                 rec["c"][:2] = (op.bulk[0] // 16, op.bulk[1])
             else:
-                rec["c"][:spec.rank] = tuple(op.coords)[::-1]  # the kernel wants dim 0 first
+                rank = cast(TensorMapSpec, spec).rank  # tiled ops come with their spec
+                rec["c"][:rank] = tuple(op.coords)[::-1]  # the kernel wants dim 0 first
     return out, per
 
 

@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,10 +29,10 @@ class Failure:
     """A case that failed, with its recorded choices, and (after `shrink`) the smallest failing case found."""
 
     index: int | None  # campaign case index; None: replayed from the example database
-    case: object
+    case: Any  # what the target's `build` returns
     trace: list[int]
     outcome: Outcome
-    shrunk_case: object = None
+    shrunk_case: Any = None
     shrunk_outcome: Outcome | None = None
     shrink: dict = field(default_factory=dict)  # how shrinking went: calls, seconds, method
     shard: int = 0  # the shard that found it
@@ -61,6 +62,7 @@ class CampaignResult:
     def add(self, target: Target, case, outcome: Outcome) -> None:
         size = target.size(case)
         if self.coverage is not None:
+            assert target.coverage is not None  # self.coverage is coverage_of(target): it has a model
             self.coverage.add(target.coverage.classes(case))
         self.cases += 1
         self.size += size
@@ -141,7 +143,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     own_session = session is None
     session = target.session(options, fake=fake) if own_session else session
     bar = Progress(progress, examples, seconds, target.unit)
-    timing = Counter()
+    timing = cast("dict[str, float]", Counter())  # seconds per part, as Session.timing
     try:
         if database is not None:  # every shard replays it (outside the counts); a merge keeps each case once
             for failure in shrinking.replay_known(target, options, session, database):
@@ -220,7 +222,7 @@ def merge_results(parts: list[CampaignResult], case_key=None) -> CampaignResult:
         merged.coverage = Coverage(covered[0].target, covered[0].universe)
         for c in covered:
             merged.coverage.merge(c)
-    timing = Counter()
+    timing = cast("dict[str, float]", Counter())
     known = set()
     for part in sorted(parts, key=lambda p: p.shard or 0):
         merged.cases += part.cases

@@ -18,7 +18,7 @@ _WORDS = 4096
 class RecordingChooser:
     """Seeded draws (64-bit words from a NumPy Generator, drawn in blocks) that keep the trace of choices."""
 
-    def __init__(self, seed):
+    def __init__(self, seed) -> None:
         self._rng = np.random.default_rng(seed)
         self._words: list[int] = []
         self.trace: list[int] = []

@@ -14,6 +14,7 @@ Public cuda.core APIs only (its enum classes through `drvtma.compat.tensor_map_e
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 
@@ -74,7 +75,7 @@ CUDA_CORE_RULES = (
 
 def cuda_core_refusals(spec: TensorMapSpec) -> list[ArgumentError]:
     """Every rule of `CUDA_CORE_RULES` `spec` breaks (empty: cuda.core can express it)."""
-    return broken_rules(CUDA_CORE_RULES, spec)
+    return cast("list[ArgumentError]", broken_rules(CUDA_CORE_RULES, spec))  # each rule's `_refuse` makes them
 
 
 def tensor_map_arguments(spec: TensorMapSpec) -> dict:
@@ -85,6 +86,7 @@ def tensor_map_arguments(spec: TensorMapSpec) -> dict:
     if refused:
         raise refused[0]
     s = spec.itemsize
+    assert spec.element_strides is not None  # __post_init__ fills it
     es = tuple(spec.element_strides[:-1]) + (1,)  # the innermost one is ignored without interleave (CCCL sets 1)
     return {"shape": tuple(spec.shape), "strides": tuple(b // s for b in spec.strides_bytes),
             "typestr": np.dtype(f"<u{s}").str, "box_dim": tuple(spec.box), "element_strides": es,
@@ -145,6 +147,7 @@ class CudaCoreSpecs(DrvtmaSpecs):
 def _fit(ch, spec: TensorMapSpec, max_extent_bytes: int) -> TensorMapSpec:
     """`spec` expressible through as_tensor_map: every axis as long as its box and element stride, strides nested
     (16-byte padding drawn); still too large, it loses its element strides and shrinks to what a box holds."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     shape = tuple(max(n, b, e) for n, b, e in zip(spec.shape, spec.box, spec.element_strides))
     fitted = _nest(spec, shape, [16 * ch.choice([0, 0, 1, 2]) for _ in shape])
     if fitted.extent_bytes > max_extent_bytes:

@@ -9,13 +9,18 @@ alignment, so address rules are what the driver sees.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Callable
 
-from ..errors import CudaError
+from ..errors import CudaError, TensorMapError
 from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
 from ..tma.rules import driver_should_accept, validate_all
 from ..tma.spec import TensorMapSpec
 from .coverage.encode import ENCODE_COVERAGE
 from .targets import Outcome, Session, Target, spec_labels
+
+if TYPE_CHECKING:
+    from ..runtime.driver import DeviceBuffer
+    from ..tma.im2col_spec import Im2colSpec
 
 ADDRESS_WINDOW = 1 << 20
 BUFFER_BYTES = 2 * ADDRESS_WINDOW
@@ -25,8 +30,9 @@ class EncodeSession(Session):
     """A real allocation (unless fake) whose addresses the maps take, so address rules are what the driver sees.
     `validate`, `should_accept` and `encode` are the validator and the driver call (im2col maps swap them)."""
 
-    validate = staticmethod(validate_all)
-    should_accept = staticmethod(driver_should_accept)
+    # any spec of the session's kind (tiled here, im2col in Im2colEncodeSession) -> its broken rules
+    validate: Callable[..., list[TensorMapError]] = staticmethod(validate_all)
+    should_accept: Callable[[list[TensorMapError]], bool] = staticmethod(driver_should_accept)
 
     @staticmethod
     def encode(spec, address: int) -> None:
@@ -36,7 +42,7 @@ class EncodeSession(Session):
 
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
-        self.buffer = None
+        self.buffer: DeviceBuffer | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
 
@@ -51,6 +57,7 @@ class EncodeSession(Session):
         if self.fake:
             accepted, why = expected, ""
         else:
+            assert self.buffer is not None  # a session on the device owns one
             address = self.buffer.ptr + ((spec.base_address or ADDRESS_BASE) - ADDRESS_BASE) % ADDRESS_WINDOW
             try:
                 self.encode(spec, address)
@@ -84,7 +91,7 @@ class EncodeTarget(Target):
             spec.replace(base_address=ADDRESS_BASE).validate()
         return {"spec": spec.to_dict() if spec is not None else None}
 
-    def build(self, ch, options: dict) -> TensorMapSpec:
+    def build(self, ch, options: dict) -> TensorMapSpec | Im2colSpec:  # im2col specs: Im2colEncodeTarget
         user = options.get("spec")
         for _ in range(100):
             if user:
@@ -103,7 +110,7 @@ class EncodeTarget(Target):
     def case_to_json(self, spec: TensorMapSpec) -> dict:
         return {"spec": spec.to_dict()}
 
-    def case_from_json(self, d: dict, options: dict) -> TensorMapSpec:
+    def case_from_json(self, d: dict, options: dict) -> TensorMapSpec | Im2colSpec:
         return TensorMapSpec.from_dict(d["spec"])
 
     def describe(self, spec: TensorMapSpec) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget
 from .targets import Outcome, Session, Target, spec_labels
+
+if TYPE_CHECKING:
+    from ..runtime.driver import DeviceBuffer
+    from ..tma.im2col_probe import Im2colProbe
 
 POOL_SEED = 3
 POOL_BYTES = 16 << 20
@@ -46,7 +51,8 @@ class Im2colEncodeTarget(EncodeTarget):
     coverage = IM2COL_ENCODE_COVERAGE
 
     def configure(self, spec=None) -> dict:
-        return {"spec": _no_spec(spec)}
+        _no_spec(spec)
+        return {"spec": None}
 
     def build(self, ch, options: dict) -> Im2colSpec:
         return build_edge_im2col_spec(ch)
@@ -71,7 +77,8 @@ class Im2colSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"], np.uint8)
-        self.device = self.probe = None
+        self.device: DeviceBuffer | None = None
+        self.probe: Im2colProbe | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
             from ..tma.im2col_probe import Im2colProbe
@@ -84,13 +91,14 @@ class Im2colSession(Session):
         pool = self.device.ptr if self.device is not None else 0x7F00_0000_0000
         spec = case.spec.replace(base_address=pool + case.offset)
         window = self.host[case.offset:case.offset + spec.extent_bytes]
-        kw = {"box_offset": case.box_offset, "poison": case.poison}
+        kw: dict[str, Any] = {"box_offset": case.box_offset, "poison": case.poison}  # the oracle's and the probe's
         want = oracle.im2col_images(spec, window, case.coords, case.offsets, **kw)
         if self.fake:
             got = want.copy()
         else:
             from ..tma.im2col_encode import encode_im2col
 
+            assert self.probe is not None  # a session on the device opened one
             got = self.probe.run(encode_im2col(spec), case.coords, case.offsets, image_bytes=want.shape[1], **kw)
         self.timing["oracle+device"] += time.perf_counter() - t0
         bad = np.flatnonzero((got != want).any(axis=1)).tolist()
@@ -116,7 +124,8 @@ class Im2colTarget(Target):
     version = 2  # N's element stride drawn 1..8
 
     def configure(self, spec=None, *, data_seed: int = POOL_SEED) -> dict:
-        return {"spec": _no_spec(spec), "data_seed": int(data_seed), "pool_bytes": POOL_BYTES}
+        _no_spec(spec)
+        return {"spec": None, "data_seed": int(data_seed), "pool_bytes": POOL_BYTES}
 
     def build(self, ch, options: dict) -> Im2colCase:
         spec = build_im2col_spec(ch)

@@ -113,6 +113,8 @@ def load_kernel(ref: str):
             raise ArgumentError("kernel_reference", "kernel", ref, fix, f"no file {path}")
         module_name = f"drvtma_user_kernel_{abs(hash(str(path)))}"
         spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:  # a file no module loader takes (not .py): say so, not a traceback
+            raise ArgumentError("kernel_reference", "kernel", ref, fix, f"{path} is not a Python file")
         module = importlib.util.module_from_spec(spec)
         if str(path.parent) not in sys.path:
             sys.path.insert(0, str(path.parent))
@@ -123,7 +125,7 @@ def load_kernel(ref: str):
             module = importlib.import_module(where)
         except ImportError as exc:
             raise ArgumentError("kernel_reference", "kernel", ref, fix, f"no module {where!r} ({exc})") from None
-    run = module
+    run: object = module
     for part in name.split("."):
         run = getattr(run, part, None)
     if not callable(run):
@@ -201,11 +203,11 @@ def store_result_memory(result, memory: np.ndarray) -> np.ndarray:
 
 def element_at(spec: TensorMapSpec, offset: int):
     """The tensor index (NumPy order) whose bytes hold byte `offset` from the base, or None (padding, outside)."""
-    index = []
+    placed = []
     for axis in sorted(range(spec.rank), key=lambda a: -spec.strides_bytes[a]):
         i, offset = divmod(offset, spec.strides_bytes[axis])
-        index.append((axis, i))
-    index = tuple(i for _, i in sorted(index))
+        placed.append((axis, i))
+    index = tuple(i for _, i in sorted(placed))
     if offset >= spec.itemsize or any(not 0 <= i < n for i, n in zip(index, spec.shape)):
         return None
     return index
@@ -214,6 +216,7 @@ def element_at(spec: TensorMapSpec, offset: int):
 def box_differences(spec: TensorMapSpec, coords: np.ndarray, got: np.ndarray, want: np.ndarray, box: int,
                     limit: int = DIFF_LIMIT) -> list[dict]:
     """The first differing elements of box `box`: offset (element, C order in the box), bits, where it sits."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     out = []
     width = 2 * spec.itemsize
     for flat in np.flatnonzero(got[box].reshape(-1) != want[box].reshape(-1))[:limit]:

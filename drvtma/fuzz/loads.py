@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,10 @@ from ..tma import oracle
 from ..tma.spec import TensorMapSpec
 from .coverage.tiled import TiledLoadsCoverage
 from .targets import Outcome, Session, Target, spec_labels
+
+if TYPE_CHECKING:
+    from ..runtime.driver import DeviceBuffer
+    from ..tma.probe import LoadProbe
 
 DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
 POOL_BYTES = 64 << 20
@@ -96,7 +101,8 @@ class LoadsSession(Session):
         t = time.perf_counter()
         self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"],
                                                                          dtype=np.uint8)
-        self.device = self.probe = None
+        self.device: DeviceBuffer | None = None
+        self.probe: LoadProbe | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
             from ..tma.probe import LoadProbe
@@ -117,6 +123,7 @@ class LoadsSession(Session):
         else:
             from ..tma.encode import encode_tiled
 
+            assert self.probe is not None  # a session on the device opened one
             pending = self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,
                                         image_bytes=image_bytes, poison=case.poison)
         t1 = clock()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from ..errors import ArgumentError
 from .campaign import CampaignResult, Failure, merge_results
@@ -110,7 +111,8 @@ def result_from_json(d: dict) -> CampaignResult:
     for f in d["failures"]:
         case = target.case_from_json(f["case"], d["options"])
         shrunk = None if f.get("shrunk_case") is None else target.case_from_json(f["shrunk_case"], d["options"])
-        result.failures.append(Failure(f["case_index"], case, f.get("trace", []), _outcome(f["outcome"]), shrunk,
+        outcome = cast(Outcome, _outcome(f["outcome"]))  # a failure's own outcome is never null (failure_json)
+        result.failures.append(Failure(f["case_index"], case, f.get("trace", []), outcome, shrunk,
                                        _outcome(f.get("shrunk_outcome")), f.get("shrink", {}), f["shard"]))
     result.known_failures = sum(f.index is None for f in result.failures)
     return result

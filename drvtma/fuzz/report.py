@@ -63,7 +63,8 @@ def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dic
     from ..compat import drvtma_version
     from .targets import get_target
 
-    target, paths = get_target(result.target), list(reproducers or [])
+    target = get_target(result.target)
+    paths: list[str | None] = list(reproducers or [])
     paths += [None] * (len(result.failures) - len(paths))
     return {"drvtma_version": drvtma_version(), "shard": None if result.shard is None else [result.shard, result.shards],
             "budget": result.budget, "batches": result.batches, "per_shard": result.per_shard,

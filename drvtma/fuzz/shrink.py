@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import settings
 from ..compat import hypothesis_choices_to_bytes
 from .choosers import HypothesisChooser
+from .targets import Outcome
 
 DEFAULT_DB = Path.home() / ".cache" / "drvtma" / "fuzz-db"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -92,7 +93,7 @@ class _Checker:
 
     def __init__(self, target, session, deadline: float):
         self.target, self.session, self.deadline = target, session, deadline
-        self.answers: dict[str, object] = {}
+        self.answers: dict[str, Outcome] = {}
         self.calls = 0
         self.last_failing = None  # while shrinking, each failing candidate is hypothesis' new smallest
 
@@ -168,7 +169,7 @@ def replay_known(target, options: dict, session, database, *, seconds: float = 3
     from .campaign import Failure
 
     key = database_key(target, options)
-    found = []
+    found: list[Failure] = []
     for value in list(database.fetch(key)):
         checker = _Checker(target, session, time.perf_counter() + seconds)
         work = InMemoryExampleDatabase()

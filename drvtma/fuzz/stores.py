@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -80,7 +81,7 @@ class StoresTarget(Target):
     cases_per_batch = 250
     version = 2  # 2: random_store_case draws the inner element stride and the L2 promotion
     fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
-    session_class = StoresSession
+    session_class: type[Session] = StoresSession  # the kernel-* targets put their own Session here
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description
@@ -105,7 +106,8 @@ class StoresTarget(Target):
                 unit * ch.integer(0, -(-spec.shape[-1] // unit)),)
             case = StoreCase(spec, coords, ch.choice(legal), 128 * ch.choice([0, 0, 1, 2, 4, 7]))
         else:
-            case = random_store_case(ChooserGenerator(ch), ops=options["ops"])
+            # ChooserGenerator answers the few Generator calls random_store_case makes (it is annotated Generator)
+            case = random_store_case(cast(np.random.Generator, ChooserGenerator(ch)), ops=options["ops"])
         return StoreFuzzCase(case, ch.integer(0, (1 << 32) - 1))
 
     def labels(self, c: StoreFuzzCase) -> dict:

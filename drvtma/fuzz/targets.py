@@ -27,9 +27,13 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 from ..errors import ArgumentError, UnknownNameError
 from ..tma.spec import SWIZZLE_SPAN_BYTES
+
+if TYPE_CHECKING:
+    from .coverage.core import CoverageModel
 
 # Imported on first use, so a target's room (and its GPU code) loads only when that target runs.
 BUILTIN_TARGETS = {
@@ -82,7 +86,8 @@ class Session:
 
     def __init__(self, options: dict, fake: bool = False):
         self.options, self.fake = options, fake
-        self.timing: Counter = Counter()
+        # a Counter (a part not timed yet reads 0) of seconds: typeshed types a Counter's values as int
+        self.timing = cast("dict[str, float]", Counter())
         self._handles: list = []
 
     def own(self, handle):
@@ -115,7 +120,7 @@ class Target:
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
     session_class: type[Session] | None = None
-    coverage = None  # a coverage.CoverageModel
+    coverage: CoverageModel | None = None
 
     def configure(self, spec=None) -> dict:
         return {"spec": spec.to_dict() if spec is not None else None}

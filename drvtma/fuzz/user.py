@@ -14,6 +14,7 @@ import functools
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from . import kernel as K
 from .coverage import Universe
 from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe
 from .loads import LoadsTarget, build_boxes
-from .stores import StoreFuzzCase, StoresTarget
+from .stores import STORES, StoreFuzzCase, StoresTarget
 from .targets import Outcome, Session, Target, spec_labels
 
 DIRECTIONS = {"loads": "kernel-loads", "stores": "kernel-stores", "reductions": "kernel-reductions"}
@@ -53,7 +54,7 @@ class DrvtmaSpecs:
         return None
 
     def store_case(self, ch, options: dict) -> StoreFuzzCase:
-        return StoresTarget.build(None, ch, options)  # the stores target's builder (it uses no `self`)
+        return STORES.build(ch, options)  # the stores target's builder (it reads nothing of the target)
 
 
 STRATEGIES = {"drvtma": "drvtma.fuzz.user:DRVTMA_SPECS", "triton": "drvtma.fuzz.triton:TRITON_SPECS",
@@ -173,8 +174,9 @@ class KernelLoadsTarget(Target):
         from ..show.failure import failure_svg
 
         spec = case.spec
-        return failure_svg(spec, case.coords[outcome.bad[0]], 0, K.box_image(spec, outcome.expected),
-                           K.box_image(spec, outcome.got))
+        # a load case's outcome holds the boxes' hex (KernelLoadsSession)
+        return failure_svg(spec, case.coords[outcome.bad[0]], 0, K.box_image(spec, cast(str, outcome.expected)),
+                           K.box_image(spec, cast(str, outcome.got)))
 
 
 # ---------------------------------------------------------------------------------------------- stores

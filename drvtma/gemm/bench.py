@@ -173,7 +173,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
     props = device_properties()  # no GPU: NoGpuError before anything else
     cublas = open_cublas(backend)
     flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
-    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_l2 else None
+    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_buf is not None else None
     rng = np.random.default_rng(seed)
     points = []
     gemms: dict[GemmConfig, Gemm] = {}
@@ -312,7 +312,7 @@ def config_changes(items) -> dict:
     from dataclasses import fields
 
     kinds = {f.name: f.type for f in fields(GemmConfig)}
-    out = {}
+    out: dict[str, bool | int | str | None] = {}
     for item in items:
         name, sep, text = item.partition("=")
         if not sep or name not in kinds:

@@ -122,7 +122,7 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
     props = device_properties()
     cublas = open_cublas(backend)
     flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
-    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_l2 else None
+    flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_buf is not None else None
     rng = np.random.default_rng(seed)
     m, n, k = shape
     operands: dict[tuple, _Operands] = {}

@@ -199,6 +199,7 @@ class Conv2d:
         if config is None:
             config = shape.default_config()
         self.gemm = Gemm(config, conv=shape)  # the configuration and the shape checked there
+        assert self.gemm.conv is not None  # Gemm checked and kept the shape passed in
         self.shape = self.gemm.conv
 
     def bind(self, x, w, y):

@@ -13,6 +13,8 @@ cuBLAS's "A" (transposed) and A as its "B": the "TN" layout, the one Hopper FP8 
 
 from __future__ import annotations
 
+from typing import Callable, Protocol, cast
+
 import numpy as np
 
 from .. import settings
@@ -22,6 +24,19 @@ WORKSPACE_BYTES = 32 << 20  # the cuBLAS docs' recommendation for Hopper
 HEURISTICS = 8  # algorithms asked of the heuristic; the first is used
 CUDA_TYPES = {"float32": "CUDA_R_32F", "float16": "CUDA_R_16F", "bfloat16": "CUDA_R_16BF",
               "float8_e4m3fn": "CUDA_R_8F_E4M3", "float8_e5m2": "CUDA_R_8F_E5M2"}  # nvmath.CudaDataType's names
+
+
+class _Launch(Protocol):
+    """What a plan returns: launch(stream=None), a function carrying what must outlive it and its clean-up."""
+
+    keep: tuple
+    release: Callable[[], None]
+
+    def __call__(self, stream=None) -> None: ...
+
+
+class _TorchLaunch(_Launch, Protocol):
+    copy_back: Callable[[], None]
 
 
 class NoCublasError(DrvtmaError, ImportError):
@@ -116,9 +131,10 @@ class LtGemm:
             lt.matmul(self.handle, desc, alpha_h.ctypes.data, b.ptr, la, a.ptr, lb, beta_h.ctypes.data, c.ptr,
                       lc, c.ptr, lc, algo.ptr, ws_ptr, WORKSPACE_BYTES, 0 if stream is None else int(stream.handle))
 
-        launch.keep = keep
-        launch.release = lambda: self._release(desc, la, lb, lc)
-        return launch
+        planned = cast(_Launch, launch)  # the same function: mypy types no attributes set on one
+        planned.keep = keep
+        planned.release = lambda: self._release(desc, la, lb, lc)
+        return planned
 
     def _describe(self, m: int, n: int, k: int, dtype: str, out_dtype: str):
         """The operation (fp32 compute, "TN") and the layouts of B, A and C: see the module's Layout."""
@@ -250,10 +266,11 @@ class TorchGemm:
             state["verify"] = False
             call(cu.cuMemcpyDtoD, c.ptr, tc.data_ptr(), tc.numel() * tc.element_size())
 
-        launch.copy_back = copy_back
-        launch.keep = (ta, tb, tc)
-        launch.release = lambda: None
-        return launch
+        planned = cast(_TorchLaunch, launch)  # the same function: mypy types no attributes set on one
+        planned.copy_back = copy_back
+        planned.keep = (ta, tb, tc)
+        planned.release = lambda: None
+        return planned
 
     def describe(self) -> str:
         return f"{self.backend}: {self.version}; {self.algo}"

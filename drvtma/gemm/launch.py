@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from ..runtime.driver import Resource
 from ..tma.spec import Swizzle, TensorMapSpec
 from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
 from .reference import value_dtype
+
+if TYPE_CHECKING:
+    from .conv import ConvShape
 
 POISON_U32 = 0x7FBA7FBA  # NaN as fp32 and in both halves as bf16 / fp16: an element nobody wrote shows
 # flag: "stage" is the CTA whose slot; turn: "stage" is the ping-pong warpgroup that waits
@@ -104,12 +108,13 @@ def describe_wait(w) -> str:
 class Gemm:
     """One configuration, checked at construction; the module is compiled and loaded on first use."""
 
-    def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None, conv=None):
+    def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None,
+                 conv: ConvShape | None = None):
         """`extra_defines` go on top of the configuration's (tests: a short wait timeout, a broken protocol);
         `conv` (a drvtma.gemm.conv.ConvShape): A is that convolution's input through an im2col map."""
         self.config = (config or GemmConfig()).check()
         self.conv = conv.check(self.config) if conv is not None else None
-        conv_defines = self.conv.defines(self.config) if conv is not None else {}
+        conv_defines = self.conv.defines(self.config) if self.conv is not None else {}
         self.defines = {**self.config.defines(), **conv_defines, **(extra_defines or {})}
         self._kernel = None
 
@@ -174,7 +179,8 @@ class BoundGemm(Resource):
         self.kernel = gemm.kernel
         self.profile = None  # grid x 8 u64 counters of a GEMM_PROFILE=1 build: attach_profile
         self.cluster = cfg.cluster
-        self._args = None  # the launch's arguments, kept while they do not change (Kernel.launch's fast path)
+        # the launch's arguments, kept while they do not change (Kernel.launch's fast path)
+        self._args: tuple | None = None
         # stream-K: one fp32 tile of partial sums per CTA, a flag per CTA that holds the epoch its slot was written
         # in (a fresh epoch each launch: no reset, and a launch cut short leaves nothing the next one could trust)
         self.workspace = self.flags = None

@@ -172,9 +172,11 @@ def accumulator_positions(config: GemmConfig) -> tuple[np.ndarray, np.ndarray]:
     return 16 * mi + g + 8 * (r >> 1), w * (config.bn // 4) + 8 * j + 2 * c + (r & 1)
 
 
-def staging_addresses(config: GemmConfig, panel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def staging_addresses(config: GemmConfig, panel: int
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every (thread, pair i) the epilogue writes in panel `panel`: (staging byte, row, column in the panel) of the
-    pair's first output, by the kernel's acc_row / acc_col_block and swizzled address, written out."""
+    pair's first output, by the kernel's acc_row / acc_col_block and swizzled address, written out; then the
+    thread and the pair index i of each."""
     out_bytes = config.out_itemsize
     epi_cols = 128 // out_bytes
     nb = config.bn // 32

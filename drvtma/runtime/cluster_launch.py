@@ -9,6 +9,8 @@ CUDA_ERROR_INVALID_CLUSTER_SIZE from the launch.
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..errors import ClusterError, CudaError, is_int
 
 PORTABLE_CLUSTER_CTAS = 8  # "the portable cluster size for sm_90 is 8" [doc D]
@@ -19,7 +21,7 @@ def _dims(value, what: str) -> tuple[int, int, int]:
     dims = (value,) if is_int(value) else tuple(value) if isinstance(value, (tuple, list)) else ()
     if not 1 <= len(dims) <= 3 or not all(is_int(d) and d >= 1 for d in dims):
         raise ClusterError("cluster_dims", what, value, "give a positive int or 1-3 positive ints")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    return cast("tuple[int, int, int]", tuple(int(d) for d in dims) + (1,) * (3 - len(dims)))  # padded to 3
 
 
 def check_cluster_shape(grid, cluster, *, non_portable: bool = False,

@@ -166,6 +166,7 @@ def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, 
     elif path.is_file():
         cubin = path.read_bytes()
     else:
+        assert folder is not None  # path is set only with a folder
         with _compile_lock(folder, key):
             if path.is_file():  # another process compiled it while this one waited
                 cubin = path.read_bytes()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import struct
 from pathlib import Path
+from typing import cast
 
 from ..errors import ArgumentError
 from . import cubin as cubin_records
@@ -165,7 +166,7 @@ def inspect_image(kind: str, data: bytes) -> list[tuple[str, list[tuple[int, int
     if kind == "ptx":
         text = data.decode(errors="replace")
         bodies = re.split(r"\.entry\s+", text)[1:]
-        names = [re.match(r"[A-Za-z_$][\w$]*", b).group(0) for b in bodies]
+        names = [cast("re.Match[str]", re.match(r"[A-Za-z_$][\w$]*", b)).group(0) for b in bodies]  # .entry's name
         return [(n, ptx_params(text, n), sorted(set(_PTX_TMA.findall(b)))) for n, b in zip(names, bodies)]
     listing = sass.functions(data)
     return [(name, cubin_records.kernel_params(data, name),

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from operator import is_
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..errors import CudaError, LaunchError, is_int
 from . import cluster_launch, compiler, families, images
 from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 
-_launch_kernel_ex = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
+_launch_kernel_ex: Any = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
 _SMEM_WITHOUT_OPT_IN = 48 * 1024  # static + dynamic above this needs the opt-in attribute
 # cuKernelGetParamCount exists from CUDA 13.2 drivers on; older ones get the layout from the cubin's own records.
 PARAM_COUNT_DRIVER_VERSION = 13020
@@ -34,7 +35,7 @@ def _dim3(value, what: str) -> tuple[int, int, int]:
         raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
     if not 1 <= len(dims) <= 3 or not all(is_int(d) and d >= 1 for d in dims):
         raise LaunchError(f"{what} must be a positive int or 1-3 positive ints, got {value!r}")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    return cast("tuple[int, int, int]", tuple(int(d) for d in dims) + (1,) * (3 - len(dims)))  # padded to 3
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,7 @@ class Module(Resource):
         self.name = name
         self.cubin = cubin
         self.target = target
-        # the driver reads PTX as C text, up to its NUL
-        ptx = images.image_kind(self.image) == "ptx"
+        ptx = images.image_kind(self.image) == "ptx"  # the driver reads PTX as C text, up to its NUL
         data = self.image + b"\0" if ptx and not self.image.endswith(b"\0") else self.image
         self.handle = call(cu.cuLibraryLoadData, data, None, None, 0, None, None, 0)
         self._own(cu.cuLibraryUnload, self.handle)
@@ -157,7 +157,7 @@ def load_module(source, *, options=(), defines=None, include_dirs=(), params=Non
     build = (tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params))
     name_key = (str(source), os.getcwd(), build, settings.ARCH.get()) if isinstance(source, (str, Path)) else None
     with _modules_lock:
-        mod = _modules.get(_resolved.get(name_key)) if name_key is not None else None
+        mod = _modules.get(_resolved.get(name_key, ())) if name_key is not None else None  # (): no module's key
         if mod is not None and not mod.closed:
             return mod
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -199,7 +199,7 @@ class ArgPacker:
         base = (-self._raw.ctypes.data) % 128
         self.image = self._raw[base:base + size]
         self._image_addr = self.image.ctypes.data
-        self._view = memoryview(self.image).cast("B")
+        self._view = self.image.data.cast("B")  # .data: numpy's stubs make ndarray a Buffer only on Python 3.12+
         self._in_image = [self._image_addr + o for o, _ in self.params]
         self._entries = list(self._in_image)  # what kernelParams holds now
         self._pointers = np.array(self._entries, dtype=np.uint64)
@@ -253,10 +253,10 @@ class ArgPacker:
                                       "parameter")
                 pack_into(fmt[0] if arg < 0 else fmt[1], view, offset, arg)
             elif isinstance(arg, float):
-                fmt = _FLOAT_FORMATS.get(size)
-                if fmt is None:
+                float_fmt = _FLOAT_FORMATS.get(size)
+                if float_fmt is None:
                     raise self._mismatch(i, size, "a float")
-                pack_into(fmt, view, offset, arg)
+                pack_into(float_fmt, view, offset, arg)
             elif isinstance(arg, np.generic):
                 if arg.dtype.itemsize != size:
                     raise self._mismatch(i, size, f"numpy {arg.dtype} ({arg.dtype.itemsize} bytes)")
@@ -350,7 +350,7 @@ class Kernel:
         """Drop every checked launch shape (after a change of what the checks depend on, e.g. non-portable)."""
         self._configs: dict[tuple, object] = {}
         self._last_shape: tuple = (object(),) * 5  # (grid, block, shared_mem, stream, cluster) of the last launch
-        self._last_config = None
+        self._last_config: object = None  # a CUlaunchConfig, as _configs holds
 
     def _param_info(self) -> list[tuple[int, int]]:
         """The parameter layout, without a failing driver call: the count from cuKernelGetParamCount where the
@@ -374,7 +374,7 @@ class Kernel:
         if declared is not None and params is not None and [s for _, s in declared] != [s for _, s in params]:
             raise LaunchError(f"{self.name}: declared parameter sizes {[s for _, s in declared]} differ from "
                               f"{[s for _, s in params]} recorded in {self.module.name}; fix the declaration")
-        return params if params is not None else declared
+        return params if params is not None else cast("list[tuple[int, int]]", declared)  # both None raised above
 
     @property
     def function(self):
@@ -425,7 +425,7 @@ class Kernel:
                 and cluster is last[4]):
             lc = self._last_config
         else:
-            key = (grid, block, shared_mem, stream, cluster)  # the key holds the stream, so its handle stays valid
+            key: Any = (grid, block, shared_mem, stream, cluster)  # the key holds the stream, so its handle stays valid
             try:
                 lc = self._configs[key]
             except KeyError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ..errors import BarrierTimeout, TimedOutWait
@@ -18,7 +20,8 @@ STATUS_DTYPE = np.dtype([("timeouts", "<u4"), ("claimed", "<u4"), ("reserved", "
 def timed_out_waits(rec: np.void) -> list[TimedOutWait]:
     """The stored timeouts of one status record, the earliest-begun wait first."""
     stored = min(int(rec["claimed"]), STATUS_SLOTS)
-    waits = [TimedOutWait(*(int(s[f]) for f in TIMEOUT_DTYPE.names)) for s in rec["slot"][:stored]]
+    names = cast("tuple[str, ...]", TIMEOUT_DTYPE.names)  # a structured dtype: never None
+    waits = [TimedOutWait(*(int(s[f]) for f in names)) for s in rec["slot"][:stored]]
     return sorted(waits, key=lambda w: (w.since_ns, w.block, w.thread))
 
 

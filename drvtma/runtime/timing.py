@@ -111,7 +111,8 @@ def time_launches(launch, *, runs: int, warmups: int, flush=None, stream=None,
         launch()
     synchronize()
     start, end = Event(), Event()
-    samples, retaken, host_bound, hold_ns = [], 0, 0, head_start_ns
+    samples: list[float] = []
+    retaken, host_bound, hold_ns = 0, 0, head_start_ns
     try:
         while len(samples) < runs:
             if flush is not None:
@@ -148,7 +149,8 @@ def time_abba(launches: dict, *, runs: int, warmups: int, flush=None) -> dict:
     """Two launches ({name: launch}) timed in halves of `runs` in the order a, b, b, a, so a drift of the clock
     under power over the run hits both alike: {name: Timing} of each side's runs in the order they ran."""
     (a, _), (b, _) = launches.items()
-    half, parts = max(1, runs // 2), {a: [], b: []}
+    half = max(1, runs // 2)
+    parts: dict[str, list[Timing]] = {a: [], b: []}
     for name in (a, b, b, a):
         parts[name].append(time_launches(launches[name], runs=half, warmups=warmups, flush=flush))
     return {name: Timing.joined(p) for name, p in parts.items()}

@@ -83,7 +83,7 @@ def cells(picture: Picture, unit: str = "chunk") -> list[list[Cell]]:
     size = picture.spec.itemsize
     step = CHUNK if unit == "chunk" else size
     per = step // size
-    lines = []
+    lines: list[list[Cell]] = []
     for start in range(0, picture.image_bytes, picture.pitch):
         row = []
         for col, off in enumerate(range(start, min(start + picture.pitch, picture.image_bytes), step)):

@@ -73,6 +73,7 @@ def check_base_offset(value) -> int:
 def _window(spec: TensorMapSpec, c: np.ndarray):
     """Per axis, the in-bounds coordinates from the box's first to its last (every one, strided or not)."""
     lo, size = [], []
+    assert spec.element_strides is not None  # __post_init__ fills it
     steps = list(spec.element_strides)
     steps[-1] = 1
     for axis, n in enumerate(spec.loaded_counts):
@@ -120,6 +121,7 @@ def draw_image(spec: TensorMapSpec, coords=None, *, base_offset: int = 0) -> Pic
         got = img if got is None else got + (img << (8 * size * p))
     again = oracle.load_image(ispec, np.zeros(max(end, size), np.uint8), c, image_address=base_offset,
                               poison=0xFFFFFFFF).view(carrier)
+    assert got is not None  # planes >= 1
     touched = again == 0  # fill and ids both wrote zeros in this run; the poison survives elsewhere
     return Picture(spec, tuple(int(v) for v in c), base_offset,
                    tuple(_element(spec, c, lo, window, i * size, int(v), bool(t))
@@ -134,6 +136,7 @@ def _element(spec: TensorMapSpec, c, lo, window, offset: int, ident: int, touche
         return Element(offset, "fill")
     coords = tuple(int(a + i) for a, i in zip(lo, np.unravel_index(ident - 1, window)))
     # Colour keys, read from the label: the box row (outer axes, C order) and the chunk of the row it sat in.
+    assert spec.element_strides is not None  # __post_init__ fills it
     steps = list(spec.element_strides)
     rel = [(x - int(s)) // (e if k < spec.rank - 1 else 1) for k, (x, s, e) in enumerate(zip(coords, c, steps))]
     box_row = int(np.ravel_multi_index(rel[:-1], spec.loaded_counts[:-1])) if spec.rank > 1 else 0

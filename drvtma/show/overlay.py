@@ -107,7 +107,7 @@ def _expected(picture: Picture, lay, r: np.ndarray, k: np.ndarray) -> list:
     spec = picture.spec
     inner = spec.box[-1]
     if lay.major == "K":  # box (panels, MN rows, K) or (MN rows, K)
-        index = (k // inner, r, k % inner)
+        index: tuple[np.ndarray, ...] = (k // inner, r, k % inner)
     else:  # box (MN atoms, K rows, MN) or (K rows, MN)
         index = (r // inner, k, r % inner)
     if spec.rank == 2:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .banks import BANKS, BankReport, bank_notes
 from .grid import COLOURS, Cell, cells, check_choice
 from .image import Picture
 from .overlay import Overlay
+
+if TYPE_CHECKING:
+    from .failure import Difference
 
 # Eight light colours (no red: red marks a wrong read); key mod 8 picks one, the period of the 128B swizzle.
 PALETTE = ("#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#ffff99", "#8dd3c7", "#80b1d3", "#ccebc5")
@@ -71,7 +75,7 @@ def cell_fill(cell: Cell, colour: str) -> tuple[str, bool]:
     return (PALETTE[key % len(PALETTE)] if key >= 0 else FILL), False
 
 
-def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: Overlay | None = None,
+def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: Overlay | Difference | None = None,
           banks: tuple[BankReport, ...] = ()) -> Scene:
     """`over`: a wgmma overlay, or anything with its `wrong`, `feed_label`, `notes()` and `mark_label` (a
     failure's `show.failure.Difference`): marked cells get a red border, every cell its second line."""
@@ -83,14 +87,14 @@ def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: O
     longest = max([len(s) for s in labels] + [len(s) for s in feeds.values()] + [4])
     cw, ch = longest * CHAR_W + 8, per_line * LINE_H + 6
     items: list = []
-    y = MARGIN + LINE_H
+    y: float = MARGIN + LINE_H
     for line in header(picture):
         items.append(Text(MARGIN, y, line, "title", bold=True))
         y += LINE_H
     y += 6
-    for line in grid:
-        items.append(Text(MARGIN, y + LINE_H, f"{line[0].offset:#06x}", "offset", colour="#606060"))
-        for c in line:
+    for row in grid:
+        items.append(Text(MARGIN, y + LINE_H, f"{row[0].offset:#06x}", "offset", colour="#606060"))
+        for c in row:
             x = MARGIN + OFFSET_W + c.col * cw
             fill, dash = cell_fill(c, colour)
             wrong = over is not None and any(e.offset in over.wrong for e in c.elements)
@@ -100,7 +104,7 @@ def build(picture: Picture, *, unit: str = "chunk", colour: str = "row", over: O
                 items.append(Text(x + 4, y + 2 * LINE_H, feeds[c.offset], "feed", c.offset,
                                   WRONG if wrong else "#303030", bold=wrong))
         y += ch
-    width = MARGIN * 2 + OFFSET_W + max(len(line) for line in grid) * cw if grid else 400
+    width: float = MARGIN * 2 + OFFSET_W + max(len(line) for line in grid) * cw if grid else 400
     y += 8
     notes = legend(picture, colour, unit, y, items, over.mark_label if over is not None else "wrong read")
     y = notes
@@ -151,7 +155,7 @@ def legend(picture: Picture, colour: str, unit: str, y: float, items: list, mark
                       f" labelled with the global coordinates it holds (NumPy order, a..b = a run); colour = "
                       f"{what} mod 8", "legend"))
     y += LINE_H + 4
-    x = MARGIN
+    x: float = MARGIN
     swatches = [(PALETTE[i], f"{i}", False) for i in range(len(PALETTE))]
     swatches += [(FILL, "fill (out of bounds)", False), (PADDING, "pad (never written)", True)]
     for fill, text, dash in swatches:
@@ -163,7 +167,7 @@ def legend(picture: Picture, colour: str, unit: str, y: float, items: list, mark
     return y + 18
 
 
-def _notes(over: Overlay | None, banks) -> list[str]:
+def _notes(over: Overlay | Difference | None, banks) -> list[str]:
     out = []
     if over is not None:
         out += over.notes()

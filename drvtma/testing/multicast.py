@@ -3,6 +3,8 @@ draw them from here. Each returns (batch, run arguments, the global bytes the or
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..cluster import multicast as M
 from ..cluster import probe as P
 from ..tma.dtypes import ALL_DTYPES
@@ -50,7 +52,7 @@ def fuzz_shapes() -> list[tuple[int, int, int]]:
     for n in range(1, M.MASK_BITS + 1):
         axis = n % 3 if n <= 8 else 0  # small sizes take turns on x, y and z; non-portable ones stay on x
         out.append(tuple(n if k == axis else 1 for k in range(3)))
-    return out
+    return cast("list[tuple[int, int, int]]", out)  # three axes each
 
 
 def fuzz_batches(rng, buf, host, late_expect: float = 0.125, encode=encode_tiled):

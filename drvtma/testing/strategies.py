@@ -225,6 +225,7 @@ def break_rule(ch, spec: TensorMapSpec, rule: str) -> TensorMapSpec:
     """A copy of a valid `spec` that breaks `rule` and no other (see `applicable_rules`)."""
     if not isinstance(spec, TensorMapSpec):
         raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a valid TensorMapSpec")
+    assert spec.element_strides is not None  # __post_init__ fills it
     if rule not in ALL_RULES:
         raise ArgumentError("spec_options", "rule", rule, f"use one of {', '.join(sorted(ALL_RULES))}",
                             "not a tensor-map rule")
@@ -356,6 +357,7 @@ def build_coordinates(ch, spec: TensorMapSpec, *, outside: bool = True) -> tuple
     """
     if not isinstance(spec, TensorMapSpec):
         raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a TensorMapSpec")
+    assert spec.element_strides is not None  # __post_init__ fills it
     unit = 16 // math.gcd(16, spec.itemsize)
     coords = []
     for axis, (n, b) in enumerate(zip(spec.shape, spec.box)):

@@ -69,6 +69,7 @@ def _tma_set(values: tuple, tma_index: int, value) -> tuple:
 def one_at_a_time_specs() -> list[tuple[str, TensorMapSpec]]:
     """(label, spec): the base spec and variations of one parameter each (some the driver may refuse)."""
     base = base_spec()
+    assert base.element_strides is not None  # __post_init__ fills it
     out = [("base", base)]
     for bit in range(4, 64):
         out.append((f"address bit {bit}", base.replace(base_address=BASE_ADDRESS ^ (1 << bit))))
@@ -118,6 +119,7 @@ def edge_spec(rng: np.random.Generator, spec: TensorMapSpec) -> TensorMapSpec:
     encoding edge, the strides re-nested around it; `spec` itself when no valid variant of that draw exists."""
     r, s = spec.rank, spec.itemsize
     a = int(rng.integers(r))
+    assert spec.element_strides is not None  # __post_init__ fills it
     shape, strides, box, es = (list(v) for v in (spec.shape, spec.strides_bytes, spec.box, spec.element_strides))
     kind = str(rng.choice(["dim", "dim", "stride", "box"] if r > 1 else ["dim", "box"]))
     if kind == "stride" and a == r - 1:

@@ -11,6 +11,8 @@ every other rule here is documented but not yet run on a GPU (no Blackwell drive
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from ..errors import Rule, TensorMapError, as_ints, broken_rules
@@ -159,7 +161,7 @@ def validate_gather4(spec, *, scatter: bool = False) -> list[TensorMapError]:
     GATHER_RULES."""
     from .rules import validate_all
 
-    return validate_all(spec) + broken_rules(GATHER_RULES, spec, scatter)
+    return validate_all(spec) + cast(list[TensorMapError], broken_rules(GATHER_RULES, spec, scatter))
 
 
 def gather4_values(spec, global_bytes, col: int, rows) -> np.ndarray:

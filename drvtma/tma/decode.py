@@ -29,7 +29,17 @@ from ..errors import address as as_address
 from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
 from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
 from .rules import address_error, validate_all
-from .spec import DRIVER_RULES, MAX_RANK, TENSOR_MAP_BYTES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
+from .spec import (
+    DRIVER_RULES,
+    MAX_RANK,
+    TENSOR_MAP_BYTES,
+    Interleave,
+    L2Promotion,
+    MapGeometry,
+    OobFill,
+    Swizzle,
+    TensorMapSpec,
+)
 
 # (bit offset, width) of each field; per-dimension fields list one entry per TMA dimension (fastest first).
 ADDRESS = (0, 64)
@@ -49,7 +59,7 @@ ELEMENT_STRIDE = tuple((416 + 3 * k, 3) for k in range(5))
 BOX_DIM = tuple((440 + 8 * k, 8) for k in range(5))
 DERIVED_BOX_BYTES = (512, 32)  # driver: prod(floor(box / element stride)) * element size
 DERIVED_SWIZZLE = (576, 64)  # driver: 0x10 without swizzle, 0x100 / 0x200 / 0x400 for 32 / 64 / 128 B
-SWIZZLE_MARKER = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
+SWIZZLE_MARKER: dict[int, int] = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
 IM2COL_MODE = (64, 1)  # 1 in every im2col map the H200's driver encoded, 0 in every tiled one (im2col_decode)
 
 # What of a Blackwell map's bytes drvtma does not know: no Blackwell driver's map was seen (not yet run on a GPU).
@@ -268,7 +278,7 @@ def derived_words(spec: TensorMapSpec) -> tuple[int, int]:
     return box_bytes, SWIZZLE_MARKER.get(spec.swizzle, 0)
 
 
-def driver_checked_address(spec, kind: type, validate, driver_rules, address: int | None) -> int:
+def driver_checked_address(spec, kind: type[MapGeometry], validate, driver_rules, address: int | None) -> int:
     """The address a host-side encode writes `spec` at, once `spec` is a `kind` the driver would take (its rules
     among `validate(spec)`'s, the address rule): a spec the driver would refuse is refused here too."""
     if not isinstance(spec, kind):

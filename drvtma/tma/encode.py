@@ -9,6 +9,7 @@ fails a quick test goes through validate_all, for the error and its fix.
 from __future__ import annotations
 
 import ctypes
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
@@ -16,8 +17,12 @@ from ..errors import CudaError, TensorMapError, as_int, is_int
 from ..errors import address as as_address
 from ..runtime.driver import DeviceBuffer
 from .arrays import array_layout, is_array
+from .params import MapParams
 from .rules import RULES, address_error, bounds_error, validate_all
 from .spec import SMEM_PER_BLOCK_OPTIN_SM90, TENSOR_MAP_BYTES, Interleave, TensorMapSpec, TmaParams
+
+if TYPE_CHECKING:  # im2col_encode builds TensorMaps too
+    from .im2col_spec import Im2colSpec
 
 
 def _resolve_target(base_address: int | None, target) -> tuple[int, object, int | None]:
@@ -57,6 +62,9 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
     if not isinstance(spec, TensorMapSpec):
         raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec (TensorMapSpec.create, "
                              "from_dict, for_array)", "encode_tiled encodes specs")
+    address: int
+    keepalive: object
+    available: int | None
     if type(target) is DeviceBuffer:  # the common case first; any other target goes the long way
         if target.closed:
             raise TensorMapError("target_closed", "target", repr(target), "encode for an open DeviceBuffer")
@@ -66,7 +74,7 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
     else:
         address, keepalive, available = _resolve_target(spec.base_address, target)
     if validate and address % (32 if spec.interleave == Interleave.B32 else 16):  # address_error's test, inlined
-        raise address_error(address, spec.interleave)
+        raise cast(TensorMapError, address_error(address, spec.interleave))
     if smem_limit is not SMEM_PER_BLOCK_OPTIN_SM90:
         smem_limit = as_int(smem_limit, "smem_limit", error=TensorMapError, rule="type", lo=0)
     try:
@@ -75,9 +83,9 @@ def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
         raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
                         _every_argument(spec.tma_params(), address, spec)) from None
     if validate and geometry.packed and address % 32:  # Blackwell's packed types want 32 B (rules.address_error)
-        raise address_error(address, spec.interleave, spec.dtype)
+        raise cast(TensorMapError, address_error(address, spec.interleave, spec.dtype))
     if validate and available is not None and geometry.extent > available:
-        raise bounds_error(spec, available)
+        raise cast(TensorMapError, bounds_error(spec, available))  # the extent bounds_error tests
     return _encode(geometry, address, spec, keepalive)
 
 
@@ -93,6 +101,7 @@ class _Geometry:
     def __init__(self, spec: TensorMapSpec, extent: int | None = None):
         u32s, u64, enums = _driver_values()
         shape, strides = spec.shape, spec.strides_bytes
+        assert spec.element_strides is not None  # __post_init__ fills it
         self.spec, self.packed = spec, bool(spec.dtype.bits)
         # spec.extent_bytes (as the geometry check found it), without the cached_property's lock
         self.extent = extent if extent is not None else (
@@ -104,7 +113,7 @@ class _Geometry:
         self.args = (dtype, u32s((len(shape),))[0], [u64(v) for v in shape[::-1]],
                      [u64(v) for v in strides[-2::-1]] or [u64(16)], u32s(spec.box), u32s(spec.element_strides),
                      interleave, swizzle, l2, fill)  # the driver's arguments but the address (the third)
-        self._params = None
+        self._params: TmaParams | None = None
 
     @property
     def params(self) -> TmaParams:
@@ -113,10 +122,10 @@ class _Geometry:
         return self._params
 
 
-_values = None
+_values: tuple[Callable[[tuple], list], Any, Callable[..., tuple]] | None = None
 
 
-def _driver_values():
+def _driver_values() -> tuple[Callable[[tuple], list], Any, Callable[..., tuple]]:
     """(u32s, u64, enums): the driver's order (reversed) of a box-like tuple as a list of cuuint32_t, made once per
     tuple; cuuint64_t; and the five enum members of a geometry (dtype, interleave, swizzle, L2 promotion, fill)."""
     global _values
@@ -219,7 +228,7 @@ def _geometry_holds(spec: TensorMapSpec, smem_limit: int) -> int | None:
     return extent if not spec.dtype.bits else spec.extent_bytes  # packed: the innermost axis holds bits / 8 B
 
 
-_encode_call = None
+_encode_call: Callable[..., Any] | None = None  # cuTensorMapEncodeTiled, once the driver is open
 _SUCCESS = 0
 
 
@@ -241,9 +250,10 @@ def _open_driver() -> None:
     _encode_call = cu.cuTensorMapEncodeTiled
 
 
-def _encode(geometry: _Geometry, address: int, spec: TensorMapSpec | None, keepalive) -> TensorMap:
+def _encode(geometry: _Geometry | _ParamsOnly, address: int, spec: TensorMapSpec | None, keepalive) -> TensorMap:
     if _encode_call is None:
         _open_driver()
+    assert _encode_call is not None  # _open_driver set it
     a = geometry.args
     try:
         code, encoded = _encode_call(a[0], a[1], address, a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9])
@@ -327,8 +337,8 @@ class TensorMap:
     Holds the global buffer it was encoded for.
     """
 
-    def __init__(self, encoded, params: TmaParams | None, address: int, *, spec: TensorMapSpec | None = None,
-                 keepalive=None, geometry=None):
+    def __init__(self, encoded, params: MapParams | None, address: int, *,
+                 spec: TensorMapSpec | Im2colSpec | None = None, keepalive=None, geometry=None):
         # Python objects (cuda-python's CUtensorMap included) may sit at 16-byte alignment; TMA maps want 64/128.
         self._page, self._host = _slab.take()
         ctypes.memmove(self._host, encoded.getPtr(), TENSOR_MAP_BYTES)
@@ -337,13 +347,17 @@ class TensorMap:
         self._spec, self._address, self._keepalive = spec, int(address), keepalive
 
     @property
-    def params(self) -> TmaParams:
+    def params(self) -> MapParams:  # Im2colParams for an im2col map
         if self._params is None:
-            self._params = self._geometry.params if self._geometry is not None else self._spec.tma_params()
+            if self._geometry is not None:
+                self._params = self._geometry.params
+            else:
+                assert self._spec is not None  # a map is made with its params, a geometry or a spec
+                self._params = self._spec.tma_params()
         return self._params
 
     @property
-    def spec(self) -> TensorMapSpec | None:
+    def spec(self) -> TensorMapSpec | Im2colSpec | None:
         """The spec, its base_address this map's address (built when asked: encoding does not need it)."""
         spec = self._spec
         if spec is not None and spec.base_address != self._address:

@@ -11,8 +11,9 @@ encoder, checked byte for byte against the driver's corpora, puts it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
-from ..errors import RuleError, TensorMapError
+from ..errors import TensorMapError
 from .decode import (
     DERIVED_BOX_BYTES,
     DERIVED_SWIZZLE,
@@ -30,7 +31,7 @@ from .im2col_decode import decode_im2col, encode_im2col_bytes, im2col_derived_wo
 from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
 from .im2col_spec import Im2colSpec
 from .rules import validate_all
-from .spec import DRIVER_RULES, TensorMapSpec, contiguous_strides_bytes
+from .spec import DRIVER_RULES, MapGeometry, TensorMapSpec, contiguous_strides_bytes
 
 SMALL_TENSOR_BYTES = 128 * 1024  # the defect hit maps of non-dense tensors under 128 KiB
 
@@ -51,7 +52,7 @@ class Finding:
 class MapReport:
     spec: TensorMapSpec | Im2colSpec
     address: int
-    broken: list[RuleError]
+    broken: list[TensorMapError]
     findings: list[Finding]
 
     @property
@@ -72,6 +73,7 @@ def explain(obj) -> MapReport:
     TensorMap or a cuda.core TensorMapDescriptor (decode.map_bytes reads them all)."""
     raw = map_bytes(obj)  # once: a torch / CuPy buffer is copied to the host here
     f = fields(raw)
+    spec: TensorMapSpec | Im2colSpec
     if f.im2col:
         spec, address = decode_im2col(raw)
         return MapReport(spec, address, validate_im2col(spec), map_findings(f, spec))
@@ -79,7 +81,7 @@ def explain(obj) -> MapReport:
     return MapReport(spec, address, validate_all(spec), map_findings(f, spec))
 
 
-def _dense(spec: TensorMapSpec) -> bool:
+def _dense(spec: MapGeometry) -> bool:
     return tuple(spec.strides_bytes) == contiguous_strides_bytes(spec.shape, spec.itemsize)
 
 
@@ -103,7 +105,9 @@ def map_findings(f, spec: TensorMapSpec | Im2colSpec) -> list[Finding]:
                            "swizzle_mode clears it); on Blackwell it may belong to a swizzle atom: "
                            + UNKNOWN_LAYOUT["swizzle atoms"], "check what wrote the bytes; re-encode the map to be "
                            "sure"))
-    box_bytes, marker = im2col_derived_words(spec) if f.im2col else derived_words(spec)
+    # f and spec are of one map: f.im2col says which spec decode made
+    box_bytes, marker = (im2col_derived_words(cast(Im2colSpec, spec)) if f.im2col
+                         else derived_words(cast(TensorMapSpec, spec)))
     if (f.derived_box_bytes, f.derived_swizzle) != (box_bytes, marker):
         out.append(Finding(
             "derived_words_differ",
@@ -138,13 +142,22 @@ def plausibility(obj) -> Plausibility:
         return Plausibility(False, False, (str(exc),))
     reasons = [] if address else ["null_address: a map's global address is never 0"]
     driver_rules = IM2COL_DRIVER_RULES if f.im2col else DRIVER_RULES
-    broken = [e for e in (validate_im2col(spec) if f.im2col else validate_all(spec)) if e.rule in driver_rules]
+    broken = [e for e in _validate(spec) if e.rule in driver_rules]
     reasons += [f"the driver refuses such a map: {e}" for e in broken]
     if not reasons:
-        own = int.from_bytes((encode_im2col_bytes if f.im2col else encode_bytes)(spec, address), "little")
+        own = int.from_bytes(_host_bytes(spec, address), "little")
         stray = (own ^ int.from_bytes(raw, "little")) & ~_LOOSE_BITS
         if stray:
             reasons.append(f"stray_bits: {bin(stray).count('1')} bit(s) where the driver writes none for this spec "
                            f"(first at bit {(stray & -stray).bit_length() - 1})")
-    exact = not reasons and raw == (encode_im2col_bytes if f.im2col else encode_bytes)(spec, address)
+    exact = not reasons and raw == _host_bytes(spec, address)
     return Plausibility(not reasons, exact, tuple(reasons))
+
+
+# A decoded spec's mode is its type (decode_im2col makes Im2colSpecs): isinstance says what f.im2col says, typed.
+def _validate(spec: TensorMapSpec | Im2colSpec) -> list[TensorMapError]:
+    return validate_im2col(spec) if isinstance(spec, Im2colSpec) else validate_all(spec)
+
+
+def _host_bytes(spec: TensorMapSpec | Im2colSpec, address: int) -> bytes:
+    return encode_im2col_bytes(spec, address) if isinstance(spec, Im2colSpec) else encode_bytes(spec, address)

@@ -51,7 +51,7 @@ def check_im2col_coordinates(spec: Im2colSpec, coords, offsets) -> tuple[np.ndar
         o = np.repeat(o, len(c), axis=0)
     if len(o) != len(c):
         raise TensorMapError("coord_rank", "offsets", len(o), f"give one offset row per load ({len(c)})")
-    bad = np.argwhere((c < INT32_MIN) | (c > INT32_MAX))
+    bad: np.ndarray = np.argwhere((c < INT32_MIN) | (c > INT32_MAX))  # then flatnonzero's 1-D indices
     if len(bad):
         i, a = (int(v) for v in bad[0])
         raise TensorMapError("coord_range", f"coordinates[{i}][{a}]", int(c[i, a]), "use s32 coordinates")
@@ -89,6 +89,7 @@ def _walk(spec: Im2colSpec, c: np.ndarray, o: np.ndarray) -> np.ndarray:
     """The walk in closed form, all pixels at once: each axis (W first) advances `a` steps from its base; the first
     row holds the steps from the base to the box's upper bound, every later row the whole box from its lower bound,
     and each finished row carries one step into the next axis out (past D: N, by N's element stride)."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     ns = spec.rank - 2
     bounds = np.asarray(spec.box_bounds, dtype=np.int64).reshape(ns, 2)
     step = np.asarray(spec.element_strides[1:-1], dtype=np.int64)
@@ -117,7 +118,7 @@ def im2col_values(spec: Im2colSpec, global_bytes, coords, offsets) -> np.ndarray
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
     size, strides = spec.itemsize, np.asarray(spec.strides_bytes, dtype=np.int64)
     chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel, dtype=np.int64)[None, None, :]
-    inside = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1)[..., None]
+    inside = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1, keepdims=True)
     inside = inside & (chans >= 0) & (chans < spec.shape[-1])
     offs = (pos * strides[:-1]).sum(axis=-1)[..., None] + chans * strides[-1]
     offs = np.where(inside, offs, 0)
@@ -137,8 +138,9 @@ def im2col_images(spec: Im2colSpec, global_bytes, coords, offsets, *, box_offset
     """(L, image_bytes) uint8: each load's shared-memory image, poisoned with the 32-bit `poison` where nothing
     lands; rows at `image_address + box_offset` (only its value mod 1024 matters for the swizzle)."""
     if spec.interleave != Interleave.NONE:
-        raise TensorMapError("oracle_interleave", "interleave", spec.interleave.name, "use INTERLEAVE_NONE",
-                             "the oracle models non-interleaved maps only")
+        # not validated yet: an out-of-range interleave is a plain int, without a name
+        raise TensorMapError("oracle_interleave", "interleave", getattr(spec.interleave, "name", spec.interleave),
+                             "use INTERLEAVE_NONE", "the oracle models non-interleaved maps only")
     dst = image_address + box_offset
     if dst % SMEM_DST_ALIGNMENT or image_address % 16:
         raise TensorMapError("smem_alignment", "box_offset", box_offset, "use a 128-byte aligned destination")

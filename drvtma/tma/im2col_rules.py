@@ -11,6 +11,7 @@ checked for the open context's device (else sm_90a); its packed types' own rules
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from ..errors import Rule, TensorMapError, broken_rules
 from .blackwell_rules import NEEDS_RULES, TARGET_RULE
@@ -205,7 +206,7 @@ def validate_im2col(spec: Im2colSpec, *, smem_limit: int | None = None) -> list[
     if not isinstance(spec, Im2colSpec):
         raise TensorMapError("type", "spec", type(spec).__name__, "give an Im2colSpec (Im2colSpec.create, "
                              "from_array, from_dict)")
-    return broken_rules(IM2COL_RULES, spec, smem_limit)
+    return cast(list[TensorMapError], broken_rules(IM2COL_RULES, spec, smem_limit))  # its rules yield TensorMapErrors
 
 
 def im2col_driver_should_accept(errors) -> bool:

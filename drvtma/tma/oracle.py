@@ -57,8 +57,8 @@ def box_row_addresses(spec: TensorMapSpec, dst_address: int) -> np.ndarray:
 def _check_oracle_spec(spec: TensorMapSpec, dst_address: int) -> None:
     spec.validate()
     if spec.interleave != Interleave.NONE:
-        raise TensorMapError("oracle_interleave", "interleave", spec.interleave.name, "use INTERLEAVE_NONE",
-                             "the oracle models non-interleaved tiles only")
+        raise TensorMapError("oracle_interleave", "interleave", Interleave(spec.interleave).name, "use INTERLEAVE_NONE",
+                             "the oracle models non-interleaved tiles only")  # validated: a member
     if dst_address % SMEM_DST_ALIGNMENT:
         raise TensorMapError("smem_alignment", "dst_address", dst_address,
                              f"use a shared destination that is a multiple of {SMEM_DST_ALIGNMENT} B",
@@ -87,7 +87,7 @@ def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
     if c.ndim != 2 or c.shape[1] != spec.rank:
         raise TensorMapError("coord_rank", "coordinates", c.shape, f"give {spec.rank} coordinates per box "
                              "(NumPy order, outermost first)", f"got an array of shape {c.shape}")
-    bad = np.argwhere((c < INT32_MIN) | (c > INT32_MAX))
+    bad: np.ndarray = np.argwhere((c < INT32_MIN) | (c > INT32_MAX))  # then flatnonzero's 1-D indices
     if len(bad):
         n, axis = (int(v) for v in bad[0])
         raise TensorMapError("coord_range", f"coordinates[{n}][{axis}]", int(c[n, axis]),
@@ -170,6 +170,7 @@ def _box_values_by_chunk(spec: TensorMapSpec, raw: np.ndarray, c: np.ndarray) ->
     Row starts are multiples of 16 B (aligned strides, an aligned innermost coordinate), so only the inner edge can
     cut a chunk; the fill is applied per element after the gather (and after tf32 rounding).
     """
+    assert spec.element_strides is not None  # __post_init__ fills it
     size, counts, n = spec.itemsize, spec.loaded_counts, c.shape[0]
     row_start = c[:, -1:] * size  # (n, rows): byte offset of each box row's first element
     row_in = np.ones((n, 1), dtype=bool)
@@ -225,6 +226,7 @@ def _gather_rows(raw: np.ndarray, start_chunk: np.ndarray, chunks: int) -> np.nd
 
 def _box_values_by_element(spec: TensorMapSpec, raw: np.ndarray, c: np.ndarray) -> np.ndarray:
     """`box_values` one element index at a time (any layout the chunk path does not cover)."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     size = spec.itemsize
     elements = raw[:raw.size // size * size].view(_UINT_OF_SIZE[size])
     counts = spec.loaded_counts

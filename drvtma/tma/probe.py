@@ -7,6 +7,7 @@ reports the spec, the coordinates and the first mismatching bytes. One cubin ser
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -58,6 +59,7 @@ class ImageProbe(Resource):
 
     def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int):
         spec = tmap.spec
+        assert spec is not None  # the callers refused a map without one
         chunk = np.ascontiguousarray(chunk)
         coords_buf = self.scratch.get("coords", chunk.nbytes)
         images_buf = self.scratch.get("images", len(chunk) * image_bytes)
@@ -88,7 +90,7 @@ class LoadProbe(ImageProbe):
     """The compiled tiled-load probe kernel and reusable device scratch (coordinates, images, status)."""
 
     def _prepare(self, tmap: TensorMap, coords, box_offset: int, image_bytes: int | None):
-        spec = tmap.spec
+        spec = cast("TensorMapSpec | None", tmap.spec)  # a tiled map's (Im2colProbe takes the im2col ones)
         if spec is None:
             raise ValueError("the probe needs a TensorMap encoded from a TensorMapSpec")
         c = oracle.check_load_coordinates(spec, coords)

@@ -171,6 +171,7 @@ def apply_to_spec(spec: TensorMapSpec, edit: Edit) -> TensorMapSpec:
             raise TensorMapError("replace_rank_grow", "rank", new, "use decode(apply_to_bytes(...)): the slots "
                                  "past the old rank hold what the driver left there", f"the spec has rank {r}")
         keep = slice(r - new, r)
+        assert spec.element_strides is not None  # __post_init__ fills it
         return spec.replace(shape=spec.shape[keep], strides_bytes=spec.strides_bytes[keep], box=spec.box[keep],
                             element_strides=spec.element_strides[keep])
     if f in ORD_FIELDS:

@@ -4,6 +4,7 @@ what broke with a fix (a TensorMapError). validate_all and encode's fast path bo
 from __future__ import annotations
 
 import math
+from typing import cast
 
 from ..errors import Rule, TensorMapError, broken_rules
 from .blackwell_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
@@ -20,6 +21,7 @@ from .spec import (
     SWIZZLE_SPAN_BYTES,
     Interleave,
     L2Promotion,
+    MapGeometry,
     OobFill,
     Swizzle,
     TensorMapSpec,
@@ -64,7 +66,7 @@ def address_error(address: int, interleave, dtype: TmaDtype | None = None) -> Te
                           "a boundary")
 
 
-def bounds_error(spec: TensorMapSpec, available: int | None) -> TensorMapError | None:
+def bounds_error(spec: MapGeometry, available: int | None) -> TensorMapError | None:
     """The tensor must fit the buffer it is encoded for (from the base address on)."""
     if available is None or spec.extent_bytes <= available:
         return None
@@ -363,7 +365,7 @@ def validate_all(spec: TensorMapSpec, *, smem_limit: int = SMEM_PER_BLOCK_OPTIN_
 
     A smaller ``smem_limit`` checks a budget of your own; a larger one only leaves the refusal to the driver.
     """
-    return broken_rules(RULES, spec, smem_limit)
+    return cast(list[TensorMapError], broken_rules(RULES, spec, smem_limit))  # RULES yield TensorMapErrors
 
 
 def driver_should_accept(errors: list[TensorMapError]) -> bool:
@@ -374,6 +376,7 @@ def driver_should_accept(errors: list[TensorMapError]) -> bool:
 # ---------------------------------------------------------------------------------------------- description
 
 def describe_spec(spec: TensorMapSpec) -> str:
+    assert spec.element_strides is not None  # __post_init__ fills it
     dt = spec.dtype
     size = f"{dt.bits}-bit values, {dt.smem_bits} bits each in shared memory" if dt.bits else f"{dt.itemsize} B"
     lines = [f"TensorMapSpec {dt.name} (tensor-map type {dt.enum}, {size}), NumPy order (outermost first):",

@@ -80,8 +80,9 @@ class OobFill(IntEnum):
 _ENUM_FIELDS = (("interleave", Interleave), ("swizzle", Swizzle), ("l2_promotion", L2Promotion),
                 ("oob_fill", OobFill))
 SM90_SWIZZLES = (Swizzle.NONE, Swizzle.B32, Swizzle.B64, Swizzle.B128)  # what a Hopper map takes
-SWIZZLE_SPAN_BYTES = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128, Swizzle.B128_ATOM_32B: 128,
-                      Swizzle.B128_ATOM_32B_FLIP_8B: 128, Swizzle.B128_ATOM_64B: 128}
+SWIZZLE_SPAN_BYTES: dict[int, int] = {Swizzle.NONE: 0, Swizzle.B32: 32, Swizzle.B64: 64, Swizzle.B128: 128,
+                                      Swizzle.B128_ATOM_32B: 128, Swizzle.B128_ATOM_32B_FLIP_8B: 128,
+                                      Swizzle.B128_ATOM_64B: 128}
 
 # Rules the driver itself enforces (it answers CUDA_ERROR_INVALID_VALUE); every other rule is drvtma's own:
 # the driver accepts such specs, and tests/test_probe_gpu.py pins that it still does.
@@ -130,6 +131,17 @@ def to_tma_order(values) -> tuple:
 
 class MapGeometry:
     """What the tiled and the im2col spec compute alike from dtype, shape, strides_bytes and swizzle."""
+
+    # The fields each spec (a dataclass) declares, as `normalise_fields` leaves them; annotations only.
+    dtype: TmaDtype
+    shape: tuple[int, ...]
+    strides_bytes: tuple[int, ...]
+    element_strides: tuple[int, ...] | None  # None only before normalise_fields
+    interleave: int
+    swizzle: int
+    l2_promotion: int
+    oob_fill: int
+    base_address: int | None
 
     def replace(self, **changes):
         return dataclasses.replace(self, **changes)
@@ -287,6 +299,7 @@ class TensorMapSpec(MapGeometry):
     @property
     def loaded_counts(self) -> tuple[int, ...]:
         """Elements one load delivers per axis (NumPy order): ceil(box/element stride), the innermost axis whole."""
+        assert self.element_strides is not None  # __post_init__ fills it
         counts = [-(-b // e) if e > 0 else 0 for b, e in zip(self.box, self.element_strides)]
         if counts and self.interleave == Interleave.NONE:
             counts[-1] = self.box[-1]  # the dim-0 element stride is ignored without interleave [doc, seen]

@@ -171,6 +171,7 @@ class StoreTargets:
 def store_targets(spec: TensorMapSpec, coords) -> StoreTargets:
     """Which box elements a store or reduction at `coords` (NumPy order) writes, and to which global bytes."""
     coords = check_store_coordinates(spec, coords)
+    assert spec.element_strides is not None  # __post_init__ fills it
     counts = spec.loaded_counts
     kept, offsets = [], []
     last = spec.rank - 1
@@ -414,13 +415,13 @@ def _try_case(rng, dt: TmaDtype, op: str, max_box_bytes: int, max_extent_bytes: 
     for n in reversed(shape[:-1]):
         strides.append(step)
         step = step * n + CHUNK_BYTES * int(rng.integers(0, 3))
-    strides = tuple(reversed(strides))
+    strides_bytes = tuple(reversed(strides))
     # The oracle takes the inner element stride to be ignored without interleave, as on loads [doc, seen for loads;
     # for stores unconfirmed until the stores fuzz runs these draws on a GPU]; the L2 promotion is a hint. Both are
     # drawn so that every value the rules take is stored now and then.
     e_inner = int(rng.integers(2, 9)) if rng.random() < 0.25 else 1
     l2 = L2Promotion(int(rng.choice([0, 0, 0, 1, 2, 3])))
-    spec = TensorMapSpec.create(dt, shape, tuple(box_outer) + (box_inner,), strides_bytes=strides,
+    spec = TensorMapSpec.create(dt, shape, tuple(box_outer) + (box_inner,), strides_bytes=strides_bytes,
                                 element_strides=tuple(estr) + (e_inner,), swizzle=swizzle, l2_promotion=l2)
     if spec.extent_bytes > max_extent_bytes or not spec.is_valid():
         return None

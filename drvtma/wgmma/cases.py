@@ -202,7 +202,7 @@ def fuzz_group(rng, g_index: int, *, cases: int, wrong_fraction: float) -> Probe
     rs = j % 3 == 2
     d = g_index % len(ALL_TYPES)
     ss_round = j - j // 3  # rounds with A in shared memory so far: A's swizzle turns with them
-    cfg = {"rs": rs, "swizzle_b": (j + d) % 4, "swizzle_a": (ss_round + 2 + d) % 4}
+    cfg: dict[str, bool | int | str] = {"rs": rs, "swizzle_b": (j + d) % 4, "swizzle_a": (ss_round + 2 + d) % 4}
     if t.transposable:
         cfg["major_b"] = "MN" if (j // 4 + j) % 2 else "K"
         cfg["major_a"] = "MN" if (ss_round // 4 + ss_round // 2) % 2 and not rs else "K"

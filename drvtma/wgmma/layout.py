@@ -57,6 +57,7 @@ def tile_layout(spec: TensorMapSpec, major: str, *, panels: int = 1, dtype=None)
     if spec.interleave != Interleave.NONE:
         raise WgmmaError("spec_interleave", "interleave", spec.interleave, "use INTERLEAVE_NONE",
                          "wgmma reads the canonical layouts only")
+    assert spec.element_strides is not None  # __post_init__ fills it
     if any(e != 1 for e in spec.element_strides):
         raise WgmmaError("spec_element_strides", "element_strides", spec.element_strides, "use element strides 1",
                          "strided boxes leave the tile sparse")

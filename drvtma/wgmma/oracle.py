@@ -18,6 +18,8 @@ the phase TMA writes with, shifted back by the base offset [seen on the H200; do
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .descriptor import SmemDescriptor, WgmmaSwizzle
@@ -175,7 +177,7 @@ def mma(a_steps, b_steps, dtype, c=None, scale_d: bool = True) -> np.ndarray:
     the accumulator holds as float32 / int32 (int32 wrap-around modelled).
     """
     t = wgmma_type(dtype)
-    acc = None
+    acc: Any = None  # the products' sum; None before the first step
     for a_bits, b_bits in zip(a_steps, b_steps):
         prod = t.from_bits(a_bits) @ t.from_bits(b_bits).T
         acc = prod if acc is None else acc + prod

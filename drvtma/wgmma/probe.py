@@ -11,6 +11,7 @@ rule or do not read the tile its boxes loaded (``descriptor_mismatch``) before a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -21,6 +22,10 @@ from ..tma.spec import TensorMapSpec
 from . import oracle, rules
 from .descriptor import SmemDescriptor
 from .dtypes import M, WgmmaType, wgmma_type
+
+if TYPE_CHECKING:
+    from ..runtime.kernel import Module
+    from ..runtime.status import StatusBuffer
 
 PROBE_SOURCE = "wgmma/wgmma_probe.cu"
 PROBE_NS = (8, 16, 24, 32, 48, 80, 128, 256)  # one kernel each; scripts/gen_wgmma_ops.py writes the wrappers
@@ -115,6 +120,7 @@ def _image(group: ProbeGroup, case: ProbeCase) -> np.ndarray:
     img = np.array(group.background, dtype=np.uint8, copy=True)
     for spec, raw, boxes in ((group.spec_a, group.a_bytes, case.a_boxes), (group.spec_b, group.b_bytes, case.b_boxes)):
         for box in boxes:
+            spec = cast(TensorMapSpec, spec)  # boxes come with their operand's spec
             vals = tma_oracle.box_values(spec, raw, [box.coords]).reshape(-1).view(np.uint8)
             where = tma_oracle.box_row_addresses(spec, box.dst).reshape(-1)
             img[where] = vals
@@ -126,8 +132,9 @@ def operand_tiles(group: ProbeGroup, case: ProbeCase, model: str | None = None):
     t, img = group.dtype, _image(group, case)
     b = [oracle.gather(img, 0, d, t, group.n, case.major_b, model) for d in case.desc_b[:case.steps]]
     if case.rs:
-        a = [case.a_bits[s] for s in range(case.steps)]
+        a = [cast(np.ndarray, case.a_bits)[s] for s in range(case.steps)]  # the register form carries A's bits
     else:
+        assert case.desc_a is not None  # not rs
         a = [oracle.gather(img, 0, d, t, M, case.major_a, model) for d in case.desc_a[:case.steps]]
     return a, b
 
@@ -152,16 +159,18 @@ def _case_records(group: ProbeGroup) -> tuple[np.ndarray, np.ndarray, np.ndarray
         r = recs[i]
         r["steps"] = c.steps
         r["desc_b"][:c.steps] = [d.encode() for d in c.desc_b[:c.steps]]
-        if c.rs:
+        if c.rs:  # the register form carries A's bits
             for s in range(c.steps):
-                a_regs[i, s] = oracle.pack_a_registers(c.a_bits[s], t)
+                a_regs[i, s] = oracle.pack_a_registers(cast(np.ndarray, c.a_bits)[s], t)
         else:
+            assert c.desc_a is not None  # not rs
             r["desc_a"][:c.steps] = [d.encode() for d in c.desc_a[:c.steps]]
         for prefix, boxes, spec in (("a", c.a_boxes, group.spec_a), ("b", c.b_boxes, group.spec_b)):
             if len(boxes) > MAX_BOXES:
                 raise WgmmaError("box_count", f"{prefix}_boxes", len(boxes), f"use at most {MAX_BOXES} boxes")
             r[f"{prefix}_boxes"] = len(boxes)
             for j, box in enumerate(boxes):
+                spec = cast(TensorMapSpec, spec)  # boxes come with their operand's spec
                 tma_oracle.check_load_coordinates(spec, [box.coords])
                 if box.dst % 128 or box.dst + spec.smem_bytes > group.region_bytes:
                     raise WgmmaError("box_dst", f"{prefix}_boxes[{j}].dst", box.dst,
@@ -183,9 +192,9 @@ class WgmmaProbe(Resource):
 
     def __init__(self, *, extra_defines: dict | None = None):
         """`extra_defines` go on top of the type's (tests: a short wait timeout, a forced timeout)."""
-        self.status = None  # made on the first launch: refusing a case needs no GPU
+        self.status: StatusBuffer | None = None  # made on the first launch: refusing a case needs no GPU
         self.scratch = ScratchBuffers()  # operands, cases and results, reused launch after launch
-        self._modules = {}
+        self._modules: dict[str, Module] = {}
         self.extra_defines = dict(extra_defines or {})
 
     def kernel(self, dtype, n: int):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from typing import cast
 
 import numpy as np
 
@@ -49,7 +50,7 @@ def _canonical(v: dict) -> S.TensorMapSpec:
     inner = blackwell_rules.PACKED_BOX if dt.bits else 16 // s
     shape, box, es = [1] * r, [2] * r, [1] * r
     shape[-1], box[-1] = inner, inner
-    a = v.get("axis")
+    a = cast(int, v.get("axis"))  # there whenever a per-axis field (dim, box, es, stride) is
     if "dim" in v:
         shape[a] = v["dim"]
     if "box" in v:
@@ -144,7 +145,7 @@ class DecodeModel(CoverageModel):
             dims[i, :r], strides[i, :r], boxes[i, :r], es[i, :r] = sp.shape, sp.strides_bytes, sp.box, \
                 sp.element_strides
         labels = {f: {int(x) if f != "dtype" else x.enum: _label(x) for x in vals} for f, vals in _domains().items()}
-        out = Counter()
+        out: Counter[str] = Counter()
 
         def tally(fmt, *cols, mask=None):
             m = np.ones(n, bool) if mask is None else mask

@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from ...errors import DrvtmaError
+from ...errors import RuleError
 from ...testing.strategies import ADDRESS_BASE
 from ...tma import im2col_oracle as oracle
 from ...tma.im2col_rules import validate_im2col
@@ -61,7 +61,7 @@ def canonical_spec(values: dict) -> Im2colSpec:
 def _rules_broken(values: dict) -> list[str]:
     try:
         return [e.rule for e in validate_im2col(canonical_spec(values))]
-    except DrvtmaError as exc:
+    except RuleError as exc:  # TensorMapError: the rule the spec cannot even be built under
         return [exc.rule]
 
 
@@ -69,7 +69,7 @@ def _oracle_refuses(values: dict) -> str | None:
     try:
         oracle.im2col_images(canonical_spec(values), np.zeros(1 << 12, np.uint8), [(0,) * values["rank"]],
                              [(0,) * (values["rank"] - 2)])
-    except DrvtmaError as exc:
+    except RuleError as exc:  # TensorMapError: the oracle's rule
         return exc.rule
     return None
 
@@ -102,7 +102,8 @@ def axis_fields(rank: int) -> dict[str, tuple[str, ...]]:
 def im2col_universe(loads: bool = True) -> Universe:
     """Every class of an im2col load (`loads`), or of an im2col map the validator judges (`loads=False`: the
     enum classes and pairs the rules accept, no oracle)."""
-    classes, refused = [], {}
+    classes: list[str] = []
+    refused: dict[str, str] = {}
     for rank in IM2COL_RANKS:
         for field, values in ENUMS.items():
             for v in values:
@@ -121,6 +122,7 @@ def im2col_universe(loads: bool = True) -> Universe:
 
 
 def spec_classes(spec: Im2colSpec) -> list[str]:
+    assert spec.element_strides is not None  # __post_init__ fills it
     r = spec.rank
     values = {"dtype": spec.dtype.name, "swizzle": Swizzle(spec.swizzle).name,
               "l2": L2Promotion(spec.l2_promotion).name, "fill": OobFill(spec.oob_fill).name,
@@ -149,7 +151,7 @@ def load_classes(spec: Im2colSpec, coords, offsets) -> Counter:
     c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
     pos = oracle.pixel_positions(spec, c, o)  # (L, pixels, 1 + ns): n, then D, H, W
     r, head = spec.rank, f"rank={spec.rank}|"
-    counts = Counter()
+    counts: Counter[str] = Counter()
     for label, start, extent in (("n", c[:, 0], spec.shape[0]), ("c", c[:, -1], spec.shape[-1])):
         codes = np.where(start >= extent, 3, np.sign(start) + 1)
         counts.update(count_names(head + f"{label}|start=", Labels(codes, SIGNS + ("past",))))

@@ -68,7 +68,7 @@ class MulticastModel(CoverageModel):
     def universe(self, options=None) -> Universe:
         classes, refused = [], {}
         sizes = [n for n in range(1, 2 * M.MASK_BITS + 1) if _accepted(M.Multicast(0, 1, 0, coords=(0,)), n)]
-        seen = {}
+        seen: dict[str, set[str]] = {}  # mask kind -> the issuer sides accepted with it
         for n in sizes:
             classes.append(name(cluster=n))
             for (kind, side), op in _canonical_ops(n).items():
@@ -102,7 +102,8 @@ class MulticastModel(CoverageModel):
         return Universe(tuple(classes), refused)
 
     def classes(self, case) -> Counter:
-        batch, out = case, Counter()
+        batch = case
+        out: Counter[str] = Counter()
         n, spec = batch.ctas, batch.spec
         copy = "bulk" if spec is None else "tiled"
         late = "yes" if batch.flags & 4 else "no"  # probe.HAZARD_FLAGS["late_expect"]

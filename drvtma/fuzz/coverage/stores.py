@@ -20,6 +20,8 @@ import functools
 import itertools
 import json
 import warnings
+from collections.abc import Sequence
+from typing import Any
 
 from ...errors import StoreStraddleWarning, TensorMapError
 from ...tma import stores as S
@@ -52,6 +54,7 @@ def enum_label(member) -> str:
 def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
     """(axis, field, value) of every per-axis class `case` falls into."""
     spec, coords = case.spec, case.coords
+    assert spec.element_strides is not None  # __post_init__ fills it
     rank, shape, box, es = spec.rank, spec.shape, spec.box, spec.element_strides
     # the last element written on each axis: the inner axis ignores its element stride
     last = [c + (-(-b // e) - 1) * e for c, b, e in zip(coords, box, es)]
@@ -186,6 +189,7 @@ def _universe(ops: tuple, user_key: str | None, target: str, tables: tuple) -> U
     if user_key:
         d = json.loads(user_key)
         user = TensorMapSpec.from_dict({k: v for k, v in d.items() if k != "base_address"})
+    domains: dict[str, Sequence[Any]]  # field -> its values (the dtypes re-ordered below, as a list)
     if user is None:
         domains = {"dtype": ALL_DTYPES + PACKED_DTYPES, "swizzle": tuple(Swizzle), "l2": tuple(L2Promotion),
                    "op": ops, "rank": tiled.RANKS}
@@ -265,7 +269,7 @@ def _axis_universe(rank: int, domains: dict, check, user, put) -> None:
             candidates = list(axis_candidates(base, axis).items())
         else:
             candidates = [(None, case) for case in fixed_candidates(base, axis)]
-        seen = {}
+        seen: dict[str, str | None] = {}  # class -> the rule refusing it (None: a case of it passes)
         for want, case in candidates:
             rules = broken(case)
             got = [(f, v) for a, f, v in axis_classes(case) if a == axis and (want is None or f == want[0])]

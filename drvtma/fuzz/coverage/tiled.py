@@ -13,7 +13,7 @@ from collections import Counter
 
 import numpy as np
 
-from ...errors import DrvtmaError
+from ...errors import RuleError
 from ...testing.strategies import ADDRESS_BASE
 from ...tma import oracle
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
@@ -56,7 +56,7 @@ def canonical_spec(values: dict) -> TensorMapSpec:
 def _rules_broken(values: dict) -> list[str]:
     try:
         spec = canonical_spec(values)
-    except DrvtmaError as exc:
+    except RuleError as exc:  # TensorMapError: the rule the spec cannot even be built under
         return [exc.rule]
     return [e.rule for e in validate_all(spec)]
 
@@ -65,7 +65,7 @@ def _oracle_refuses(values: dict) -> str | None:
     try:
         oracle._check_oracle_spec(canonical_spec(values), 0)
         oracle.swizzle_addresses(0, Swizzle[values.get("swizzle", "NONE")])
-    except DrvtmaError as exc:
+    except RuleError as exc:  # TensorMapError: the oracle's rule
         return exc.rule
     return None
 
@@ -137,6 +137,7 @@ def spec_classes(spec: TensorMapSpec) -> list[str]:
 def axis_classes(spec: TensorMapSpec) -> list[str]:
     """Each axis' element stride, box against extent and stride (tight: the least 16-byte multiple that holds the
     next inner axis)."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     out, r = [], spec.rank
     order = sorted(range(r), key=lambda a: spec.strides_bytes[a])
     for axis in range(r):
@@ -154,7 +155,8 @@ def axis_classes(spec: TensorMapSpec) -> list[str]:
 def box_classes(spec: TensorMapSpec, coords) -> Counter:
     """Per axis, for every box at `coords` (NumPy order): the sign of its coordinate and where it meets the axis."""
     c = np.asarray(coords, dtype=np.int64).reshape(-1, spec.rank)
-    counts = Counter()
+    assert spec.element_strides is not None  # __post_init__ fills it
+    counts: Counter[str] = Counter()
     loaded = spec.loaded_counts
     for axis in range(spec.rank):
         step = spec.element_strides[axis] if axis < spec.rank - 1 else 1
@@ -169,6 +171,7 @@ def box_classes(spec: TensorMapSpec, coords) -> Counter:
 def _reachable(spec: TensorMapSpec, axis: int, boundary: str) -> bool:
     """Whether a box of this map can meet `axis` as `boundary` (a box shorter than the axis never spans it, a
     longer one is never inside)."""
+    assert spec.element_strides is not None  # __post_init__ fills it
     step = spec.element_strides[axis] if axis < spec.rank - 1 else 1
     reach = (spec.loaded_counts[axis] - 1) * step
     return {"spans": reach > spec.shape[axis], "inside": reach < spec.shape[axis]}.get(boundary, True)

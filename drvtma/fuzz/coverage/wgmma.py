@@ -11,9 +11,10 @@ group's enum fields (type, form, majors, swizzles; "reg" for A in registers).
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 from ...errors import TensorMapError, WgmmaError
-from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, TensorMapSpec
+from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 from ...wgmma import cases as wc
 from ...wgmma import probe as wp
 from ...wgmma import rules
@@ -37,7 +38,8 @@ def _bucket(value: int) -> str:
 
 
 def _layout(spec: TensorMapSpec, major: str) -> str:
-    return name(major=major, swizzle=spec.swizzle.name, inner=spec.box[-1] * spec.itemsize)
+    # normalise_fields leaves the member (the field is annotated int)
+    return name(major=major, swizzle=cast(Swizzle, spec.swizzle).name, inner=spec.box[-1] * spec.itemsize)
 
 
 def _fields(desc, major: str) -> dict:
@@ -99,7 +101,7 @@ class WgmmaModel(CoverageModel):
                     refused[cls] = "shape_n"  # the probe is built for PROBE_NS only
         classes += [name(form=f) for f in ("ss", "rs")]
         for op, _rows in (("A", M), ("B", wp.PROBE_NS[-1])):
-            found = {}
+            found: dict[str, set[str]] = {}  # layout -> its LBO / SBO classes
             for t in ALL_TYPES:
                 for major in ("K", "MN"):
                     for swz in SM90_SWIZZLES:
@@ -168,7 +170,7 @@ class WgmmaModel(CoverageModel):
         return out
 
     def count_group(self, group) -> Counter:
-        out = Counter()
+        out: Counter[str] = Counter()
         for c in group.cases:
             out.update(self.classes((group, c)))
         return out

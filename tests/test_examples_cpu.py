@@ -1,0 +1,103 @@
+"""Every example a `--help` prints is run as written (in a folder holding the files the examples name), here on the
+CPU: it exits 0; or 1 where its note says "exit 1" (an example of a broken rule); or, on a machine without a GPU,
+3 with the one sentence that says so. Never a usage error (2), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from drvtma.cli.bench import BENCHMARKS
+from drvtma.cli.main import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = {"dtype": "float16", "shape": [64, 64], "box": [64, 64]}
+
+
+def _help(*command: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "drvtma", *command, "--help"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def examples(text: str) -> list[tuple[str, str]]:
+    """(command, its note) of each `drvtma ...` example: continuation lines joined, the note in parentheses (on
+    the line or the indented line below) kept apart."""
+    out: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if not line.startswith("drvtma "):
+            i += 1
+            continue
+        while line.endswith("\\") and i + 1 < len(lines):
+            i += 1
+            line = line[:-1].rstrip() + " " + lines[i].strip()
+        note = ""
+        m = re.search(r"\s{2,}\((.*)\)$", line)
+        if m:
+            line, note = line[:m.start()], m.group(1)
+        if i + 1 < len(lines) and re.match(r"^\s+\(.*\)$", lines[i + 1]) and not lines[i + 1].strip().startswith(
+                "drvtma"):
+            note += lines[i + 1].strip()[1:-1]
+            i += 1
+        out.append((line.strip(), note))
+        i += 1
+    return out
+
+
+def _all_examples() -> list[tuple[str, str]]:
+    texts = [_help(c) for c in COMMANDS] + [_help("bench", b) for b in BENCHMARKS]
+    return [e for t in texts for e in examples(t)]
+
+
+ALL = _all_examples()
+
+
+def test_the_helps_have_examples_and_the_reader_finds_them():
+    assert len(ALL) >= 20
+    assert examples("x\n  drvtma a --b 1 \\\n     --c 2\n     (a note, exit 1)\n") == [("drvtma a --b 1 --c 2",
+                                                                                        "a note, exit 1")]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """What the examples name: spec files, a training script, a shared volume, shard reports to merge."""
+    d = tmp_path_factory.mktemp("examples")
+    for name in ("spec.json", "my_map.json"):
+        (d / name).write_text(json.dumps(SPEC))
+    (d / "train.py").write_text("print('training')\n")
+    (d / "shared").mkdir()
+    for k in range(2):  # `drvtma fuzz merge reports` merges the shard reports in that folder
+        subprocess.run([sys.executable, "-m", "drvtma", "fuzz", "loads", "--fake-device", "--no-db", "--quiet",
+                        "--examples", "16", "--seed", "7", "--shard", f"{k}/2", "--out", str(d / "reports")],
+                       check=True, capture_output=True, cwd=d, timeout=300)
+    return d
+
+
+@pytest.mark.parametrize("command, note", ALL, ids=[c[:60] for c, _ in ALL])
+def test_every_help_example_runs(command, note, folder):
+    if "matplotlib" in note:
+        pytest.importorskip("matplotlib", reason="the example draws a PNG (the plot extra)")
+    argv = command.replace("/shared", str(folder / "shared")).split(" ", 1)[1]
+    env = dict(os.environ, SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_TASK_MIN="0", SLURM_ARRAY_TASK_COUNT="2",
+               SLURM_ARRAY_JOB_ID="7", PYTHONPATH=str(ROOT))
+    done = subprocess.run(["bash", "-c", f'"{sys.executable}" -m drvtma {argv}'], capture_output=True, text=True,
+                          cwd=folder, env=env, timeout=300)
+    err = done.stderr.strip()
+    assert "Traceback" not in done.stdout + err, err[-2000:]
+    if done.returncode == 3:  # no GPU here: one sentence that says so
+        assert "GPU" in err or "driver" in err, err
+        assert len(err.splitlines()) == 1, err
+    elif done.returncode == 1:
+        assert "exit 1" in note, f"exit 1 from an example whose note does not say so: {err[-500:]}"
+    else:
+        assert done.returncode == 0, f"exit {done.returncode}: {err[-1000:]}"
