@@ -5,6 +5,7 @@ written as a reproducer, and `drvtma repro` replays it with the same diff."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,3 +111,31 @@ def test_the_runners_kernel_compiles_to_tensor_loads():
 
     ops = instructions(compile_cubin(Path(__file__).with_name("byo_image_load.cu")), "image_load")
     assert {f"UTMALDG.{r}D" for r in range(1, 6)} <= set(ops), sorted(ops)
+
+
+# ---- what bounds a campaign of your kernel: each part timed, the largest named
+
+def _slow(run, seconds: float):
+    def slow(*args):
+        time.sleep(seconds)
+        return run(*args)
+    return slow
+
+
+@pytest.mark.parametrize("direction, run", [("loads", B.load_images), ("stores", B.store)])
+def test_bound_by_names_a_slow_kernel(direction, run):
+    from drvtma.fuzz.campaign import bound_by
+    from drvtma.fuzz.user import KERNEL_PHASE
+
+    result, _ = fuzz_kernel(_slow(run, 0.02), direction=direction, examples=12, seed=2)
+    assert bound_by(result.timing).startswith(KERNEL_PHASE), result.timing
+    assert {"data", "oracle", "compare", KERNEL_PHASE} <= set(result.timing)
+
+
+def test_bound_by_names_a_slow_oracle(monkeypatch):
+    from drvtma.fuzz import kernel as K
+    from drvtma.fuzz.campaign import bound_by
+
+    monkeypatch.setattr(K, "expected_boxes", _slow(K.expected_boxes, 0.02))
+    result, _ = fuzz_kernel(B.load_images, direction="loads", examples=12, seed=2)
+    assert bound_by(result.timing).startswith("oracle"), result.timing

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -78,18 +79,34 @@ class KernelLoadCase:
     layout: tuple | None = field(default=None, compare=False)  # trace positions, for LoadsTarget.focus
 
 
+# The parts of a check of your kernel, timed (`bound_by` names the largest): making the case's data, your callable
+# (its launch, device work and copies back, as one), the oracle, the comparison.
+KERNEL_PHASE = "your kernel (the callable)"
+
+
+def _add_times(session: Session, **parts: float) -> None:
+    names = {"data": "data", "kernel": KERNEL_PHASE, "oracle": "oracle", "compare": "compare"}
+    for part, seconds in parts.items():
+        session.timing[names[part]] += seconds
+
+
 class KernelLoadsSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
 
     def check_one(self, case: KernelLoadCase) -> Outcome:
+        t0 = time.perf_counter()
         memory = K.load_memory(case.spec, case.data_seed)
         n = len(case.coords)
+        t1 = time.perf_counter()
         result = self.run(memory.copy(), K.GUARD_BYTES, case.spec, case.coords.copy())
         got = K.load_result_boxes(result, case.spec, n)
+        t2 = time.perf_counter()
         want = K.expected_boxes(case.spec, memory, case.coords)
+        t3 = time.perf_counter()
         bad = np.flatnonzero((got.reshape(n, -1) != want.reshape(n, -1)).any(axis=1)).tolist()
+        _add_times(self, data=t1 - t0, kernel=t2 - t1, oracle=t3 - t2, compare=time.perf_counter() - t3)
         if not bad:
             return Outcome(True)
         first = bad[0]
@@ -188,14 +205,19 @@ class KernelStoresSession(Session):
 
     def check_one(self, c: StoreFuzzCase) -> Outcome:
         spec, op = c.case.spec, c.case.op
+        t0 = time.perf_counter()
         initial, box = c.data()
         memory = K.store_memory(initial, c.data_seed)
+        t1 = time.perf_counter()
         want = memory.copy()
         apply_store(want, K.GUARD_BYTES, spec, c.case.coords, box, op)
+        t2 = time.perf_counter()
         result = self.run(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64), box.copy(),
                           op)
         got = K.store_result_memory(result, memory)
+        t3 = time.perf_counter()
         wrong = int((got != want).sum())
+        _add_times(self, data=t1 - t0, oracle=t2 - t1, kernel=t3 - t2, compare=time.perf_counter() - t3)
         if not wrong:
             return Outcome(True)
         diffs = K.memory_differences(spec, got, want)
