@@ -42,8 +42,9 @@ def call(fn, *args):
         raise NoGpuError(f"cuda-python is not importable: {_IMPORT_ERROR}")
     try:
         result = fn(*args)
-    except RuntimeError as exc:  # cuda.pathfinder: libcuda.so not found
-        if "driver" in str(exc).lower() or type(exc).__name__ == "DynamicLibNotFoundError":
+    except RuntimeError as exc:  # cuda.pathfinder: libcuda.so not found; cuda-bindings 13.0.0: "Failed to dlopen"
+        text = str(exc).lower()
+        if "driver" in text or "libcuda" in text or type(exc).__name__ == "DynamicLibNotFoundError":
             raise NoGpuError("no CUDA driver on this machine (libcuda.so.1 not found)") from None
         raise
     code, values = result[0], result[1:]
