@@ -54,7 +54,7 @@ def test_pyproject_pins_what_the_code_imports():
     deps = {d.split(">")[0].split("<")[0].split("=")[0].strip(): d for d in config["project"]["dependencies"]}
     assert deps["cuda-bindings"].replace(" ", "") == "cuda-bindings>=13.0,<14"
     assert deps["nvidia-cuda-nvrtc"].replace(" ", "") == "nvidia-cuda-nvrtc>=13.0,<14"
-    assert deps["nvidia-cuda-nvdisasm"].replace(" ", "") == "nvidia-cuda-nvdisasm>=13.0,<14"
+    assert deps["nvidia-cuda-nvdisasm"].replace(" ", "") == "nvidia-cuda-nvdisasm>=13.2,<14"
     assert deps["cuda-core"].startswith("cuda-core>=0.5")  # cuda.core.utils.StridedMemoryView.from_dlpack
     assert "cuda-python" not in deps
     assert config["project"]["license"] == "Apache-2.0"
