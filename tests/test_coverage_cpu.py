@@ -143,3 +143,29 @@ def test_measuring_a_target_without_a_model_is_refused_by_name():
     bare.name = "bare"
     with pytest.raises(ArgumentError, match=r"\[coverage_model\] target = 'bare'"):
         measure(bare, {}, [])
+
+
+def test_hypothesis_events_name_each_class_once_and_steer_to_boundaries():
+    """Inside a hypothesis test the loads model's classes become `event`s (their share shows in
+    --hypothesis-show-statistics) and the distinct boundary kinds a `target`; outside one hypothesis refuses."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.errors import InvalidArgument
+
+    from drvtma.fuzz.coverage import hypothesis_events
+
+    spec = TensorMapSpec.create("bfloat16", (40, 64), (16, 32))
+    seen = []
+
+    @settings(max_examples=15, database=None, deadline=None)
+    @given(st.lists(st.tuples(st.integers(-40, 60), st.integers(-60, 90)), min_size=1, max_size=4))
+    def check(coords):
+        counts = tiled_model.load_classes(spec, coords)
+        got = hypothesis_events(counts.elements())
+        assert got == list(dict.fromkeys(counts.elements())) and len(got) == len(counts)
+        seen.extend(got)
+
+    check()
+    assert any("boundary=" in c for c in seen) and any(c.startswith("pair|") for c in seen)
+    with pytest.raises(InvalidArgument):
+        hypothesis_events(["rank=2|dtype=BFLOAT16"])

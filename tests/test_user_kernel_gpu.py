@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from drvtma.fuzz.coverage import hypothesis_events
+from drvtma.fuzz.coverage.tiled import load_classes
 from drvtma.runtime.driver import DeviceBuffer
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
@@ -42,6 +44,7 @@ def test_tile_copy_matches_the_oracle(tile_copy, tensor, data):
     spec = TensorMapSpec.from_buffer(dev, "bfloat16", SHAPE, BOX, oob_fill=data.draw(st.sampled_from(["zero", "nan"])))
     ch = DrawChooser(data.draw)  # drvtma's coordinate builder, shrinkable: near the tensor, partly outside
     coords = [build_coordinates(ch, spec) for _ in range(data.draw(st.integers(1, 8)))]
+    hypothesis_events(load_classes(spec, coords))  # which coverage classes it reached: --hypothesis-show-statistics
     box_bytes = spec.expect_tx_bytes
     with DeviceBuffer.from_array(np.array([spec.tma_coordinates(c) for c in coords], dtype=np.int32)) as cbuf, \
             DeviceBuffer(len(coords) * box_bytes) as out, StatusBuffer() as status:

@@ -19,6 +19,7 @@ from .core import (
     element_stride_class,
     extent_class,
     feasible_by,
+    hypothesis_events,
     measure,
     name,
     pairwise,
@@ -27,4 +28,4 @@ from .core import (
 
 __all__ = ["AXIS_FIELDS", "BOUNDARIES", "EXTENTS", "MIN_HITS", "SIGNS", "Coverage", "CoverageModel", "Labels",
            "Universe", "boundaries", "case_pairs", "completions", "count_names", "coverage_of", "element_stride_class",
-           "extent_class", "feasible_by", "measure", "name", "pairwise", "sign_class"]
+           "extent_class", "feasible_by", "hypothesis_events", "measure", "name", "pairwise", "sign_class"]

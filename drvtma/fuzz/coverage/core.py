@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import ArgumentError
+from ...testing.optional import hypothesis
 
 MIN_HITS = 20  # what gpu-check's budget must reach for every class
 
@@ -134,6 +135,20 @@ class Coverage:
         if bad:
             lines.append("drawn though refused: " + ", ".join(bad[:10]))
         return "\n".join(lines)
+
+
+def hypothesis_events(classes, *, steer: str | None = "boundary=") -> list[str]:
+    """Inside a hypothesis test, one ``hypothesis.event`` per distinct class in `classes` (a test run with
+    ``--hypothesis-show-statistics`` then says what share of its examples reached each class), and with `steer`,
+    ``hypothesis.target`` on how many distinct classes containing it the example hit: hypothesis' targeted phase
+    then favours examples meeting more kinds of boundary. Returns the distinct classes (in first-seen order)."""
+    hyp = hypothesis("coverage events")
+    seen = list(dict.fromkeys(classes))
+    for c in seen:
+        hyp.event(c)
+    if steer:
+        hyp.target(float(sum(steer in c for c in seen)), label=f"distinct {steer.rstrip('=')} classes")
+    return seen
 
 
 def coverage_of(target, options: dict) -> Coverage | None:

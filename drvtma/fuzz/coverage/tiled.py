@@ -168,6 +168,15 @@ def box_classes(spec: TensorMapSpec, coords) -> Counter:
     return counts
 
 
+def load_classes(spec: TensorMapSpec, coords) -> Counter:
+    """Every class of the loads model that loading `coords` (NumPy order) through `spec` falls into, with its count:
+    pass it to `hypothesis_events` in a hypothesis test of your own kernel to see which classes it reaches."""
+    counts = Counter(spec_classes(spec))
+    counts.update(axis_classes(spec))
+    counts.update(box_classes(spec, coords))
+    return counts
+
+
 def _reachable(spec: TensorMapSpec, axis: int, boundary: str) -> bool:
     """Whether a box of this map can meet `axis` as `boundary` (a box shorter than the axis never spans it, a
     longer one is never inside)."""
@@ -209,7 +218,4 @@ class TiledLoadsCoverage(CoverageModel):
         return Universe(tuple(c for c in full.classes if c in own or c in boxes), {})
 
     def classes(self, case) -> Counter:
-        counts = Counter(spec_classes(case.spec))
-        counts.update(axis_classes(case.spec))
-        counts.update(box_classes(case.spec, case.coords))
-        return counts
+        return load_classes(case.spec, case.coords)
