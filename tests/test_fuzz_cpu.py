@@ -451,3 +451,20 @@ def test_draw_chooser_chance_shrinks_towards_false():
     assert DrawChooser(lambda strategy: 0).chance(0.3) is False and DrawChooser(lambda s: 0).chance(1.0) is True
     assert DrawChooser(lambda strategy: 99).chance(0.3) is True and DrawChooser(lambda s: 69).chance(0.3) is False
     assert sum(DrawChooser(lambda s, v=v: v).chance(0.3) for v in range(100)) == 30  # the odds stay p
+
+
+def test_the_oracle_bench_times_every_target_on_the_cpu(tmp_path):
+    """scripts/bench_oracle.py: one figure line per target with the oracle's rate, and a usage error for a target
+    it does not know."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "bench_oracle.py"
+    run = subprocess.run([sys.executable, str(script), "--cases", "4"], capture_output=True, text=True,
+                         env=child_env(), timeout=120)
+    assert run.returncode == 0, run.stderr
+    figures = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    assert [f["target"] for f in figures] == ["loads", "im2col", "stores", "reductions"]
+    assert all(f["cases"] == 4 and f["size"] >= 4 and f["oracle_per_second"] > 0 for f in figures)
+    bad = subprocess.run([sys.executable, str(script), "--targets", "encode"], capture_output=True, text=True,
+                         env=child_env(), timeout=60)
+    assert bad.returncode == 2 and "--targets" in bad.stderr and "Traceback" not in bad.stderr
