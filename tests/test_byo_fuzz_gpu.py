@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from drvtma.cli.main import main
+from drvtma.fuzz.standard import kernel_campaign
 from drvtma.runtime.figures import record_figure
 
 from byo_gpu_kernels import shrunk_repro_replays
@@ -18,6 +19,8 @@ from byo_gpu_kernels import shrunk_repro_replays
 pytestmark = pytest.mark.gpu
 
 KERNELS = Path(__file__).with_name("byo_gpu_kernels.py")
+# the drvtma runners' campaigns: enough cases to reach every coverage class 20 times (drvtma.fuzz.standard)
+EXAMPLES = {t: str(kernel_campaign(f"kernel-{t}", "drvtma").examples) for t in ("loads", "stores", "reductions")}
 
 
 def _uses_tma(direction: str = "load") -> bool:
@@ -41,8 +44,8 @@ def _needs_triton() -> None:
 
 
 def test_drvtma_runner_matches_the_oracle(ctx, tmp_path):
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_images", "--examples", "320", "--seed", "1",
-               "--quiet", "--no-db", "--out", str(tmp_path)])
+    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_images", "--examples", EXAMPLES["loads"],
+               "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
     js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
     record_figure({"test": "byo_fuzz", "toolchain": "drvtma", "direction": "load", "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": _uses_tma()})
@@ -61,7 +64,8 @@ def test_triton_runner_matches_the_oracle(ctx, tmp_path):
     _needs_triton()
     from drvtma.fuzz.triton import last_ptx
 
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", "--strategy", "triton", "--examples", "320",
+    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", "--strategy", "triton", "--examples",
+               str(kernel_campaign("kernel-loads", "triton").examples),
                "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
     js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
     uses_tma = "cp.async.bulk.tensor" in last_ptx()
@@ -74,7 +78,7 @@ def test_triton_runner_matches_the_oracle(ctx, tmp_path):
 # ---- stores (and reductions) through the ready store runner and Triton's desc.store
 
 def test_drvtma_store_runner_matches_the_oracle(ctx, tmp_path):
-    rc, js = _fuzz(tmp_path, "stores", "drvtma_store_images", "--examples", "500", "--seed", "1")
+    rc, js = _fuzz(tmp_path, "stores", "drvtma_store_images", "--examples", EXAMPLES["stores"], "--seed", "1")
     record_figure({"test": "byo_fuzz", "toolchain": "drvtma", "direction": "store", "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": _uses_tma("store")})
     assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-stores-report.md").read_text()
@@ -82,7 +86,8 @@ def test_drvtma_store_runner_matches_the_oracle(ctx, tmp_path):
 
 
 def test_drvtma_store_runner_reduces_as_the_oracle(ctx, tmp_path):
-    rc, js = _fuzz(tmp_path, "reductions", "drvtma_store_images", "--examples", "120", "--seed", "1")
+    rc, js = _fuzz(tmp_path, "reductions", "drvtma_store_images", "--examples", EXAMPLES["reductions"],
+                   "--seed", "1")
     assert rc == 0 and js["mismatches"] == 0, (tmp_path / "kernel-reductions-report.md").read_text()
 
 
@@ -102,7 +107,8 @@ def test_triton_store_runner_matches_the_oracle(ctx, tmp_path):
     _needs_triton()
     from drvtma.fuzz.triton import last_ptx
 
-    rc, js = _fuzz(tmp_path, "stores", "triton_store_boxes", "--strategy", "triton", "--examples", "500",
+    rc, js = _fuzz(tmp_path, "stores", "triton_store_boxes", "--strategy", "triton", "--examples",
+                   str(kernel_campaign("kernel-stores", "triton").examples),
                    "--seed", "1")
     uses_tma = "cp.async.bulk.tensor" in last_ptx()
     record_figure({"test": "byo_fuzz", "toolchain": "triton", "direction": "store", "cases": js["cases"],

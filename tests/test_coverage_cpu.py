@@ -15,7 +15,7 @@ from drvtma.fuzz.coverage import MIN_HITS, Coverage, Universe, boundaries, measu
 from drvtma.fuzz.coverage import encode as encode_model
 from drvtma.fuzz.coverage import tiled as tiled_model
 from drvtma.fuzz.coverage.im2col import load_classes
-from drvtma.fuzz.standard import STANDARD_CAMPAIGNS
+from drvtma.fuzz.standard import KERNEL_CAMPAIGNS, STANDARD_CAMPAIGNS
 from drvtma.fuzz.targets import BUILTIN_TARGETS, get_target
 from drvtma.tma import oracle
 from drvtma.tma.im2col_spec import Im2colSpec
@@ -37,6 +37,35 @@ def test_the_standard_campaign_hits_every_class_enough(standard):
     assert not weak, f"{standard.target}: {len(weak)} classes hit fewer than {MIN_HITS} times: {weak}"
     assert not cov.refused_hits(), f"{standard.target} drew classes its oracle refuses: {cov.refused_hits()}"
     assert not cov.outside(), f"{standard.target}: classes its model does not know: {cov.outside()[:10]}"
+
+
+@pytest.mark.parametrize("campaign", [c for c in KERNEL_CAMPAIGNS if c.full],
+                         ids=lambda c: f"{c.target}-{c.strategy}")
+def test_the_kernel_campaigns_hit_every_class_of_their_strategy_enough(campaign):
+    """The GPU tests' campaigns of a kernel of your own (tests/byo_gpu_kernels.py): the cases they draw reach every
+    class the strategy can express 20 times, and none it cannot (Triton's element strides, cuda.core's long
+    boxes: refused by the strategy's rule)."""
+    target = get_target(campaign.target)
+    options = target.configure(kernel=f"{__file__}:run", strategy=campaign.strategy)
+    cases = [build_case(target, options, campaign.seed, i)[0] for i in range(campaign.examples)]
+    cov = measure(target, options, cases)
+    weak = {c: cov.counts[c] for c in cov.unhit(MIN_HITS)}
+    assert not weak, f"{campaign}: {len(weak)} classes hit fewer than {MIN_HITS} times: {weak}"
+    assert not cov.refused_hits() and not cov.outside(), (cov.refused_hits(), cov.outside()[:10])
+
+
+@pytest.mark.parametrize("strategy, rule, label", [
+    ("triton", "triton_element_strides", "rank=2|axis=0|element_stride=divides"),
+    ("cuda.core", "cuda_core_box", "rank=3|axis=1|boundary=spans"),
+    ("cuda.core", "cuda_core_box", "rank=3|axis=1|box=larger")])
+def test_a_class_the_strategy_cannot_express_is_refused_by_its_rule(strategy, rule, label):
+    for name in ("kernel-loads", "kernel-stores"):
+        target = get_target(name)
+        universe = target.coverage.universe(target.configure(kernel=f"{__file__}:run", strategy=strategy))
+        want = rule
+        if name == "kernel-stores" and label.endswith("spans"):
+            want = "store_negative_coordinate"  # a store spans an axis only from a negative coordinate: refused first
+        assert label not in universe.classes and universe.refused.get(label) == want, (name, label)
 
 
 def test_every_builtin_target_measures_coverage():

@@ -153,6 +153,10 @@ def _fit(ch, spec: TensorMapSpec, max_extent_bytes: int) -> TensorMapSpec:
     if fitted.extent_bytes > max_extent_bytes:
         counts = fitted.loaded_counts
         fitted = _nest(spec.replace(box=counts, element_strides=(1,) * spec.rank), counts, [0] * spec.rank)
+        # the outermost axis up to twice its box where the extent allows: else a box shorter than its axis would
+        # be rare at rank 5, where most maps land here
+        longer = _nest(fitted, (counts[0] + ch.integer(0, counts[0]),) + counts[1:], [0] * spec.rank)
+        fitted = longer if longer.extent_bytes <= max_extent_bytes else fitted
     return fitted
 
 

@@ -30,6 +30,35 @@ STANDARD_CAMPAIGNS = (
 )
 
 
+@dataclass(frozen=True)
+class KernelCampaign:
+    """A campaign of a kernel of your own, as the GPU tests run tests/byo_gpu_kernels.py's runners: the target,
+    the strategy drawing the maps, the seed and cases. `full`: the cases reach every class of the strategy's
+    universe `coverage.MIN_HITS` times (a CPU test builds them and checks); False: a campaign the kernel's own pace
+    keeps short (Triton compiles per box shape), whose coverage line says what it left unhit."""
+
+    target: str
+    strategy: str
+    seed: int
+    examples: int
+    full: bool = True
+
+
+KERNEL_CAMPAIGNS = (
+    KernelCampaign("kernel-loads", "drvtma", 1, 5600),  # tests/test_byo_fuzz_gpu.py (a .cu runner)
+    KernelCampaign("kernel-stores", "drvtma", 1, 4300),
+    KernelCampaign("kernel-reductions", "drvtma", 1, 7400),
+    KernelCampaign("kernel-loads", "cuda.core", 1, 3900),  # tests/test_byo_toolchains_gpu.py (cuda.core's build)
+    KernelCampaign("kernel-loads", "triton", 1, 320, full=False),  # 320 cases: 21.5 s on the H200
+    KernelCampaign("kernel-stores", "triton", 1, 500, full=False),  # 500 cases: 28 s on the H200
+)
+
+
+def kernel_campaign(target: str, strategy: str) -> KernelCampaign:
+    """The kernel campaign of `target` drawn by `strategy`."""
+    return next(c for c in KERNEL_CAMPAIGNS if (c.target, c.strategy) == (target, strategy))
+
+
 def standard(target: str) -> Standard:
     """The standard campaign of `target`."""
     return next(c for c in STANDARD_CAMPAIGNS if c.target == target)

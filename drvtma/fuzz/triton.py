@@ -57,7 +57,8 @@ class TritonSpecs:
 
     def refuses(self, spec: TensorMapSpec) -> str | None:
         """What a Triton host descriptor cannot hold (the strategy's own reach): rank above 3 here, a map type
-        none of its element types has, interleave, and the L2 promotion and swizzle Triton picks itself."""
+        none of its element types has, interleave, element strides, and the L2 promotion and swizzle Triton picks
+        itself."""
         from ..tma.triton import TRITON_DTYPES
 
         if spec.rank > 3:
@@ -68,6 +69,8 @@ class TritonSpecs:
             return "triton_interleave"
         if spec.l2_promotion:
             return "triton_l2_promotion"  # TensorDescriptor has no field for it: the map gets none
+        if any(e != 1 for e in spec.element_strides or ()):
+            return "triton_element_strides"  # nor for element strides: every one is 1
         return None
 
     def load_spec(self, ch, options: dict, dtypes=DTYPES) -> TensorMapSpec:

@@ -25,6 +25,7 @@ from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
 from . import kernel as K
 from .coverage import Universe
+from .coverage.stores import StoresCoverage
 from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe
 from .loads import LoadsTarget, build_boxes
 from .stores import STORES, StoreFuzzCase, StoresTarget
@@ -227,6 +228,16 @@ class KernelStoresSession(Session):
                        f"{diffs[0]['expected']}, got {diffs[0]['got']}; {op} at {c.case.coords}")
 
 
+class KernelStoresCoverage(StoresCoverage):
+    """The stores (or reductions) classes that the campaign's strategy can express."""
+
+    def universe(self, options: dict) -> Universe:
+        full = super().universe(options)
+        if options.get("spec"):
+            return full
+        return restricted(full, strategy(options["strategy"]).refuses)
+
+
 class KernelStoresTarget(StoresTarget):
     unit = "stores"
     cases_per_batch = 16
@@ -236,6 +247,10 @@ class KernelStoresTarget(StoresTarget):
     def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:
         base = super().configure(spec)
         return {**_options(kernel, strategy, spec, base["ops"]), "max_extent_bytes": MAX_EXTENT_BYTES}
+
+    def __init__(self, name: str, ops: list[str], description: str):
+        super().__init__(name, ops, description)
+        self.coverage = KernelStoresCoverage(ops)
 
     def build(self, ch, options: dict) -> StoreFuzzCase:
         return strategy(options["strategy"]).store_case(ch, options)

@@ -192,11 +192,19 @@ def restricted(universe: Universe, refuses) -> Universe:
     classes, refused = [], dict(universe.refused)
     for label in universe.classes:
         parts = dict(p.split("=", 1) for p in label.split("|") if "=" in p)
-        values = {k: (int(v) if k == "rank" else v) for k, v in parts.items() if k not in ("axis", "box")}
+        values = {k: (int(v) if k == "rank" else v) for k, v in parts.items() if k not in ("axis", "box", "boundary")}
         spec = canonical_spec(_complete(values))
-        if parts.get("box") == "larger":  # a box longer than its axis: the one axis field some toolchains refuse
+        # a box longer than its axis (box=larger, and boundary=spans: a box reaches past both ends only when it is
+        # longer than the axis): the one axis field some toolchains refuse
+        if parts.get("box") == "larger" or parts.get("boundary") == "spans":
             axis = int(parts["axis"])
             spec = spec.replace(box=spec.box[:axis] + (spec.shape[axis] + 1,) + spec.box[axis + 1:])
+        if parts.get("element_stride") in ("divides", "not_divides"):  # a toolchain may have no element strides
+            axis = int(parts["axis"])
+            stride = 2 if parts["element_stride"] == "divides" else 3
+            assert spec.element_strides is not None  # __post_init__ fills it
+            spec = spec.replace(element_strides=spec.element_strides[:axis] + (stride,)
+                                + spec.element_strides[axis + 1:])
         why = refuses(spec)
         (refused.__setitem__(label, why) if why else classes.append(label))
     return Universe(tuple(classes), refused)
