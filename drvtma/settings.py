@@ -97,6 +97,8 @@ COMMIT = Setting("DRVTMA_COMMIT", str, None, "`git rev-parse HEAD`", "the commit
 SLURM_TASK_ID = Setting("SLURM_ARRAY_TASK_ID", int, None, "none", "this Slurm array task's index")
 SLURM_TASK_MIN = Setting("SLURM_ARRAY_TASK_MIN", int, 0, "0", "the array's first index (--array=1-4: 1)")
 SLURM_TASK_COUNT = Setting("SLURM_ARRAY_TASK_COUNT", int, None, "none", "the Slurm array's number of tasks")
+SLURM_TASK_MAX = Setting("SLURM_ARRAY_TASK_MAX", int, None, "none", "the array's last index (--array=1-4: 4)")
+SLURM_TASK_STEP = Setting("SLURM_ARRAY_TASK_STEP", int, 1, "1", "the array's index step (--array=0-6:2: 2)")
 JOB_COMPLETION_INDEX = Setting("JOB_COMPLETION_INDEX", int, None, "none", "a Kubernetes Indexed Job pod's index")
 XDIST_WORKER = Setting("PYTEST_XDIST_WORKER", str, None, "none", "pytest-xdist's worker name (gw0, gw1, ...)")
 VISIBLE_DEVICES = Setting("CUDA_VISIBLE_DEVICES", names, None, "every GPU", "the GPUs CUDA may use")

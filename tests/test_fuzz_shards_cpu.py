@@ -87,6 +87,30 @@ def test_shard_forms_read_slurm_and_kubernetes(monkeypatch):
         parse_shard("slurm")
 
 
+@pytest.mark.parametrize("array, ids, first, last, step", [
+    ("0-3", [0, 1, 2, 3], 0, 3, 1), ("4-7%2", [4, 5, 6, 7], 4, 7, 1), ("0-6:2", [0, 2, 4, 6], 0, 6, 2),
+    ("1-13:4", [1, 5, 9, 13], 1, 13, 4)])
+def test_every_task_of_a_slurm_range_is_one_shard(monkeypatch, array, ids, first, last, step):
+    """--array ranges with a step or a task limit: each task its own shard, 0..N-1, none twice, none missing."""
+    for name, value in (("MIN", first), ("MAX", last), ("STEP", step), ("COUNT", len(ids))):
+        monkeypatch.setenv(f"SLURM_ARRAY_TASK_{name}", str(value))
+    shards = []
+    for task in ids:
+        monkeypatch.setenv("SLURM_ARRAY_TASK_ID", str(task))
+        shards.append(parse_shard("slurm"))
+    assert shards == [(k, len(ids)) for k in range(len(ids))], array
+
+
+def test_a_slurm_list_array_is_refused_by_every_task(monkeypatch):
+    """--array=1,3,8: no place in a range for any task (a shard would be missing or run twice): each task says so."""
+    for name, value in (("MIN", 1), ("MAX", 8), ("STEP", 1), ("COUNT", 3)):
+        monkeypatch.setenv(f"SLURM_ARRAY_TASK_{name}", str(value))
+    for task in (1, 3, 8):
+        monkeypatch.setenv("SLURM_ARRAY_TASK_ID", str(task))
+        with pytest.raises(ValueError, match="range"):
+            parse_shard("slurm")
+
+
 @pytest.mark.parametrize("target, bug, examples", [("loads", "loads_bug", 48), ("encode", "encode_bug", 300)])
 def test_four_shards_merge_to_the_unsharded_campaign(request, tmp_path, capsys, target, bug, examples):
     request.getfixturevalue(bug)

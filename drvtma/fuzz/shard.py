@@ -48,15 +48,16 @@ SHARD_FORMS = "K/N (0 <= K < N), 'slurm' or 'k8s/N'"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    """(k, n) from --shard: 'K/N'; 'slurm' (K = SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, N =
-    SLURM_ARRAY_TASK_COUNT); 'k8s/N' (K = JOB_COMPLETION_INDEX of a Kubernetes Indexed Job). ValueError says why."""
+    """(k, n) from --shard: 'K/N'; 'slurm' (K = (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_STEP,
+    N = SLURM_ARRAY_TASK_COUNT); 'k8s/N' (K = JOB_COMPLETION_INDEX of a Kubernetes Indexed Job). ValueError says
+    why."""
     head, _, tail = text.strip().partition("/")
     if head == "slurm" and not tail:
         task, count = settings.SLURM_TASK_ID.get(), settings.SLURM_TASK_COUNT.get()
         if task is None or count is None:
             raise ValueError("'slurm' reads SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT, and one is unset "
                              "(run it in a job array: sbatch --array=0-3)")
-        k, n = task - settings.SLURM_TASK_MIN.get(), count
+        k, n = _slurm_index(task, count)
     elif head == "k8s":
         k = settings.JOB_COMPLETION_INDEX.get()
         if k is None:
@@ -67,6 +68,20 @@ def parse_shard(text: str) -> tuple[int, int]:
     if not 0 <= k < n:
         raise ValueError(f"shard {k} of {n}: give {SHARD_FORMS}")
     return k, n
+
+
+SLURM_ARRAYS = "a range with an optional step and task limit (--array=0-3, 1-8, 0-14:2, 0-99%10)"
+
+
+def _slurm_index(task: int, count: int) -> tuple[int, int]:
+    """The shard of an array task: its place in the range. An array given as a list (--array=1,3,8) has no place
+    to compute, and every task refuses it alike (its first, last and count do not make a range of that step)."""
+    first, last, step = settings.SLURM_TASK_MIN.get(), settings.SLURM_TASK_MAX.get(), settings.SLURM_TASK_STEP.get()
+    regular = step >= 1 and (last is None or (last - first) == step * (count - 1))
+    if not regular or (task - first) % step:
+        raise ValueError(f"'slurm' takes {SLURM_ARRAYS}; this array (first {first}, last {last}, step {step}, "
+                         f"{count} tasks) is not one: give the shards as a range")
+    return (task - first) // step, count
 
 
 def _whole(text: str) -> int:
