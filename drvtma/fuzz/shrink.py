@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import settings
 from ..compat import hypothesis_choices_to_bytes
 from .choosers import HypothesisChooser
-from .targets import Outcome
+from .targets import Failure, Outcome
 
 DEFAULT_DB = Path.home() / ".cache" / "drvtma" / "fuzz-db"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -166,7 +166,6 @@ def replay_known(target, options: dict, session, database, *, seconds: float = 3
     still fail come back as Failures; the ones that pass now are deleted from the database."""
     from hypothesis.database import InMemoryExampleDatabase
 
-    from .campaign import Failure
 
     key = database_key(target, options)
     found: list[Failure] = []
