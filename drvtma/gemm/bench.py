@@ -17,13 +17,14 @@ import numpy as np
 
 from ..runtime.figures import csv_text, table_text, write_report
 from ..runtime.figures import record_figure as record
-from ..runtime.timing import timing_figure
+from ..runtime.timing import time_abba, timing_figure
 from .claims import CLAIMS, run_claims
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
 
 # What a benchmark measures beside time sits below the benchmarks in `measure`; its names stay importable from here.
 from .measure import ATOL, ATOL_FP8, FP8_ATOL_K, RTOL, SMI_FIELDS, atol, compare, read_smi  # noqa: F401
+from .profile import profile_gemm
 from .reference import random_operands, value_dtype
 
 # Square shapes, LLM-like ones, a skinny M, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
@@ -37,9 +38,6 @@ CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms"
                "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms")
 MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
                     "cuBLAS kernel", "drvtma config, where not the one above")
-
-
-
 
 
 @dataclass
@@ -88,7 +86,6 @@ def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
                 rng: np.random.Generator, alpha: float) -> GemmPoint:
     from ..runtime.driver import DeviceBuffer
-    from ..runtime.timing import time_abba
     from .cublas import kernel_names
 
     cfg = gemm.config
@@ -241,7 +238,6 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
 
 def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     from ..runtime.driver import device_properties
-    from .profile import profile_gemm
 
     lines, figures = [], []
     props = device_properties()

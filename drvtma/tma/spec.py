@@ -235,7 +235,6 @@ _OPTIONS = frozenset({"element_strides", "interleave", "swizzle", "l2_promotion"
                       "allow_overlap", "allow_undocumented", "target"})
 
 
-
 def _smem_limit(value) -> int:
     return as_int(value, "smem_limit", error=TensorMapError, rule="type", lo=0)
 
