@@ -49,6 +49,42 @@ def test_rooms_import_only_what_the_contract_allows():
     assert not found, "\n".join(map(str, found))
 
 
+def test_checker_finds_an_import_loop_a_function_hides(tmp_path):
+    """A loop through a function-level import fails, named module by module; one closed only by an import under
+    `if TYPE_CHECKING:` (never run) does not, nor does a module importing its own package's __init__ names."""
+    files = {"pkg/__init__.py": "", "pkg/room/__init__.py": "from .a import A\n",
+             "pkg/room/a.py": "from typing import TYPE_CHECKING\nfrom . import b\nA = 1\n"
+                              "if TYPE_CHECKING:\n    from .c import C\n",
+             "pkg/room/b.py": "import pkg.room.c\n", "pkg/room/c.py": "from pkg.room import a\nC = 1\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    loops = [str(c) for c in layering.cycles(layering.module_graph(tmp_path / "pkg"))]
+    assert loops == ["pkg.room.a -> pkg.room.b (pkg/room/a.py:2) -> pkg.room.c (pkg/room/b.py:1) "
+                     "-> pkg.room.a (pkg/room/c.py:1)"]
+    (tmp_path / "pkg/room/c.py").write_text("def late():\n    from .a import A\n    return A\nC = 1\n")
+    assert [str(c) for c in layering.cycles(layering.module_graph(tmp_path / "pkg"))] == [
+        "pkg.room.a -> pkg.room.b (pkg/room/a.py:2) -> pkg.room.c (pkg/room/b.py:1) "
+        "-> pkg.room.a (pkg/room/c.py:2, in a function)"]
+    (tmp_path / "pkg/room/c.py").write_text("from pkg.room import A\nC = 1\n")  # __init__'s name: a loop too
+    assert len(layering.cycles(layering.module_graph(tmp_path / "pkg"))) == 1
+    (tmp_path / "pkg/room/c.py").write_text("C = 1\n")
+    assert layering.cycles(layering.module_graph(tmp_path / "pkg")) == []
+
+
+def test_no_import_loops():
+    """No module of drvtma reaches itself through imports, function-level ones included (CONTRACT.md, Layers)."""
+    graph = layering.module_graph(PACKAGE)
+    assert len(graph.modules) > 100 and sum(map(len, graph.edges.values())) > 300
+    found = layering.cycles(graph)
+    assert not found, "import loops:\n" + "\n".join(map(str, found))
+
+
+def test_contract_names_every_module():
+    missing = layering.unnamed_modules(PACKAGE, ROOT / "docs" / "CONTRACT.md")
+    assert not missing, f"modules CONTRACT.md's rooms table does not name: {missing}"
+
+
 def test_every_room_is_in_the_contract_and_packaged():
     layers = layering.read_layers(ROOT / "docs" / "CONTRACT.md")
     rooms = {p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "cu"}

@@ -144,7 +144,7 @@ def _map_lines(index: int, v: MapVerdict, picture: str | None) -> list[str]:
 
 def draw_pictures(j: Judgement, directory: Path) -> dict[int, str]:
     """map index -> SVG file name, for each tiled map that decodes, breaks no rule and has a drawable box."""
-    from .. import show
+    from .. import show  # late: only --pictures draws, so `drvtma audit` without it never loads show and wgmma
 
     out = {}
     for i, v in enumerate(j.maps.values()):

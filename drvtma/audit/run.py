@@ -15,6 +15,10 @@ import signal
 import sys
 import threading
 
+from ..errors import AuditError
+from .events import event_line, final_line
+from .session import Subscription
+
 REFUSED = 97  # the audit could not start (no cupti-python, another CUPTI client): EVENTS' first line says why
 
 
@@ -23,9 +27,6 @@ def main(argv: list[str]) -> int:
         print("usage: python -m drvtma.audit.run EVENTS -- script.py ARGS | -- -m module ARGS", file=sys.stderr)
         return 2
     events_path, target = argv[0], argv[2:]
-    from ..errors import AuditError
-    from .events import event_line, final_line
-    from .session import Subscription
 
     stream = open(events_path, "w", buffering=1)  # noqa: SIM115 -- open until the process ends (atexit closes it)
     try:

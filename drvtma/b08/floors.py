@@ -22,9 +22,9 @@ import numpy as np
 from ..errors import DrvtmaError
 from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import time_launches
-from .modes import ModeConfig
+from .modes import B08Runner, ModeConfig
 from .sweep import SweepConfig
-from .verify import SUMS_POISON
+from .verify import SUMS_POISON, make_input
 
 
 def ring_label(m: ModeConfig) -> str:
@@ -110,8 +110,6 @@ def run_floors(cfg: SweepConfig, *, progress=sys.stderr) -> FloorsResult:
     """Time the launch floor, both halves and the full ring of every ring mode in cfg, and sync, per fma_iters."""
     from ..runtime.driver import device_properties
     from ..runtime.kernel import load_module
-    from .modes import B08Runner
-    from .verify import make_input
 
     rings = [m for m in cfg.modes if m.spec.ring]
     if not rings:

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..errors import LaunchError
 from ..runtime.driver import Resource, smem_per_block_optin
+from ..runtime.status import StatusBuffer, barrier_timeout
+from . import ring
 from .verify import SUMS_POISON, TILE_BYTES, TILE_ELEMS, Reference, TileInput, check_tile_sums
 
 if TYPE_CHECKING:
@@ -229,8 +231,6 @@ def predicted_timeouts(cfg: ModeConfig, num_tiles: int) -> set[tuple[int, int, i
     A BarrierTimeout from that launch must report one of them. Empty when the fault cannot show (no block laps its
     ring where the fault needs a second lap).
     """
-    from . import ring
-
     if cfg.fault is None:
         return set()
     assert cfg.stages is not None and cfg.tiles_per_stage is not None  # ModeConfig.__post_init__ filled them in
@@ -322,8 +322,6 @@ class B08Runner(Resource):
     tiles_x: int = field(init=False)
 
     def __post_init__(self):
-        from ..runtime.status import StatusBuffer
-
         self.num_tiles = check_problem_size(self.n)
         self.address = int(self.buffer.ptr) + int(self.offset_bytes)
         if self.offset_bytes < 0 or self.offset_bytes + self.n * 4 > self.buffer.nbytes:
@@ -431,8 +429,6 @@ class B08Runner(Resource):
 
     def check_status(self, cfg: ModeConfig, when: str = "") -> None:
         """Raise BarrierTimeout (naming the kernel, its shape and which waits) if a launch since reset() timed out."""
-        from ..runtime.status import barrier_timeout
-
         label = f"{cfg.spec.kernel} ({cfg.describe()}{', ' + when if when else ''})"
         e = barrier_timeout(label, self.status.read(), describe=describe_wait)
         if e is not None:

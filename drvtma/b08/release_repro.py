@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LaunchError
+from ..runtime.status import StatusBuffer
 
 SOURCE = "b08/release_repro.cu"
 KERNEL = "release_repro"
@@ -25,7 +26,6 @@ def run_release_repro(variant: str, iters: int = 8, *, blocks: int = 2,
     """Launch `blocks` copies of the ring (each over the same fills), check status and sums; raise on a mismatch."""
     from ..runtime.driver import DeviceBuffer, synchronize
     from ..runtime.kernel import load_module
-    from ..runtime.status import StatusBuffer
 
     if variant not in VARIANTS:
         raise LaunchError(f"unknown release variant {variant!r}; variants: {', '.join(VARIANTS)}")

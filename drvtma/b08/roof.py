@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import DrvtmaError
+from ..runtime.driver import call, cu
 from ..runtime.figures import csv_text, table_text
 from ..runtime.timing import copy_rate_gbs, gb_per_s, time_launches
-from .modes import STATIC_SMEM_RESERVE, ModeConfig
+from .modes import STATIC_SMEM_RESERVE, B08Runner, ModeConfig
+from .verify import make_input
 
 SMEM_PER_SM = 228 * 1024  # H100/H200: shared memory per SM, of which each block also reserves 1 KiB
 THREADS_PER_SM = 2048
@@ -91,7 +94,6 @@ def knees(points: list[RoofPoint], fraction: float = KNEE_FRACTION) -> dict[str,
 def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected_word_sum: int
                         ) -> list[RoofPoint]:
     """The plain read kernel at a few launch shapes; each checked against the input's word sum."""
-    from ..errors import DrvtmaError
     from ..runtime.driver import DeviceBuffer, synchronize
     from ..runtime.kernel import load_module
 
@@ -117,8 +119,6 @@ def measure_read_kernel(runner, sm_count: int, runs: int, warmups: int, expected
 
 def residency(kernel, block_threads: int, smem_bytes: int) -> tuple[int, int]:
     """(blocks one SM can hold, registers per thread) of a loaded kernel, from the driver's occupancy API."""
-    from ..runtime.driver import call, cu
-
     blocks = call(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor, kernel.function, block_threads, smem_bytes)
     regs = call(cu.cuFuncGetAttribute, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function)
     return int(blocks), int(regs)
@@ -208,8 +208,6 @@ def run_roof(*, nbytes: int = 1 << 30, runs: int = 5, warmups: int = 2, threads:
              tiles_per_stage=ROOF_TILES_PER_STAGE, blocks_per_sm=ROOF_BLOCKS_PER_SM, splits=ROOF_SPLITS,
              article_modes: bool = True, progress=sys.stderr) -> RoofResult:
     from ..runtime.driver import device_properties
-    from .modes import B08Runner
-    from .verify import make_input
 
     props = device_properties()
     n = nbytes // 4 // 1024 * 1024

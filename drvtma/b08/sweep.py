@@ -16,7 +16,8 @@ import numpy as np
 
 from ..runtime import figures
 from ..runtime.timing import HEAD_START_NS, Timing, copy_rate_gbs, gb_per_s, time_launches
-from .modes import ARTICLE_MODES, MODES, ModeConfig
+from .modes import ARTICLE_MODES, MODES, B08Runner, ModeConfig
+from .verify import check_same_total, make_input
 
 ARTICLE_FMA = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 ARTICLE_N = 4_194_304
@@ -317,8 +318,6 @@ def plot_png(result: SweepResult, path) -> bool:
 def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
     """Upload a random input, then verify and time every mode at every fma_iters (progress lines on `progress`)."""
     from ..runtime.driver import device_properties
-    from .modes import B08Runner
-    from .verify import check_same_total, make_input
 
     def say(text: str) -> None:
         if progress is not None:

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import DrvtmaError
 from ..runtime.figures import csv_text
+from ..runtime.status import StatusBuffer
+from ..tma.encode import encode_tiled
+from ..tma.spec import TensorMapSpec
 
 SOURCE = "cluster/multicast_bench.cu"
 ROW_WORDS = 64  # uint32 per tensor row: 256-byte rows
@@ -100,13 +104,9 @@ def expected_checksums(data: np.ndarray, clusters: int, k: int, tiles: int, tile
 def run_multicast_bench(*, ks=DEFAULT_KS, tile_kib=DEFAULT_TILE_KIB, stages: int = DEFAULT_STAGES,
                         ctas: int | None = None, tensor_mib: int = 128, launch_mib: int = 256, runs: int = 7,
                         warmups: int = 2, seed: int = 13, progress=None) -> BenchResult:
-    from ..errors import DrvtmaError
     from ..runtime.driver import DeviceBuffer, device_properties
     from ..runtime.kernel import load_module
-    from ..runtime.status import StatusBuffer
     from ..runtime.timing import time_launches
-    from ..tma.encode import encode_tiled
-    from ..tma.spec import TensorMapSpec
 
     if ctas is None:
         ctas = 2 * device_properties().sm_count // 8 * 8  # two per SM, a multiple of every k

@@ -13,7 +13,9 @@ from typing import cast
 import numpy as np
 
 from ..errors import ClusterError
-from ..runtime.driver import Resource
+from ..runtime.cluster_launch import allow_non_portable
+from ..runtime.driver import Resource, ScratchBuffers
+from ..runtime.status import StatusBuffer, barrier_timeout
 from ..tma.spec import TensorMapSpec
 from . import multicast as M
 
@@ -90,10 +92,7 @@ class MulticastProbe(Resource):
     """The compiled probe kernels (non-portable cluster sizes allowed) and their device scratch."""
 
     def __init__(self, defines: dict | None = None):
-        from ..runtime.cluster_launch import allow_non_portable
-        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
-        from ..runtime.status import StatusBuffer
 
         self.module = load_module(PROBE_SOURCE, defines=defines)
         self.kernel = self.module.kernel("multicast_probe")
@@ -106,8 +105,6 @@ class MulticastProbe(Resource):
     def run(self, batch: Batch, *, tmap=None, source=None, check_rules: bool = True,
             raise_timeout: bool = True) -> BatchResult:
         """Launch one batch. `tmap` encodes batch.spec (tiled); `source` is the DeviceBuffer bulk ops read."""
-        from ..runtime.status import barrier_timeout
-
         n, ctas, slots = len(batch.op_lists), batch.ctas, batch.slots
         if not 1 <= slots <= MAX_SLOTS:
             raise ClusterError("probe_slots", "slots", slots, f"use 1..{MAX_SLOTS} slots")
@@ -156,8 +153,6 @@ class MulticastProbe(Resource):
                   safe: bool, raise_timeout: bool = True):
         """(clusters, cluster, rounds, tile_bytes) uint8: what every CTA copied out of each round's tile (rounds
         after a timed-out wait keep 0xDEADBEEF); with raise_timeout=False, (images, BarrierTimeout or None)."""
-        from ..runtime.status import barrier_timeout
-
         rounds = len(coords)
         c = np.asarray(coords, dtype=np.int32)[:, ::-1].copy()  # dim 0 first
         coords_buf = self._scratch("reuse_coords", c.nbytes)
@@ -233,10 +228,8 @@ def run_identity(cluster, clusters: int, *, non_portable: bool = False):
     """(ids (clusters, ctas, 8), received (clusters, ctas, 256), loaded (clusters, ctas, 256)) from
     cluster_identity.cu: each CTA's position, the words rank - 1 stored into it and the words it loaded from rank - 1's
     buffer (written by rank - 2)."""
-    from ..runtime.cluster_launch import allow_non_portable
     from ..runtime.driver import DeviceBuffer
     from ..runtime.kernel import load_module
-    from ..runtime.status import StatusBuffer
 
     kernel = load_module(IDENTITY_SOURCE).kernel("cluster_identity")
     if non_portable:

@@ -12,30 +12,17 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
 from ..errors import ArgumentError, as_int
+from . import shrink as shrinking
 from .choosers import RecordingChooser, case_seed
 from .coverage import Coverage, coverage_of
-from .targets import Outcome, Target
+from .targets import Failure, Outcome, Target  # Failure: importable here too
 
 LABEL_ORDER = ("dtype", "rank", "swizzle", "fill")
-
-
-@dataclass
-class Failure:
-    """A case that failed, with its recorded choices, and (after `shrink`) the smallest failing case found."""
-
-    index: int | None  # campaign case index; None: replayed from the example database
-    case: Any  # what the target's `build` returns
-    trace: list[int]
-    outcome: Outcome
-    shrunk_case: Any = None
-    shrunk_outcome: Outcome | None = None
-    shrink: dict = field(default_factory=dict)  # how shrinking went: calls, seconds, method
-    shard: int = 0  # the shard that found it
 
 
 @dataclass
@@ -133,8 +120,6 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     With a hypothesis `database` (`drvtma.fuzz.shrink.open_database`), its known failures replay first and every
     shrunk failure is saved there. `session` reuses an open target session (else one is opened and closed).
     """
-    from . import shrink as shrinking
-
     if examples is None and seconds is None:
         examples = 1000
     seed, examples, seconds, k, n = check_campaign(target, options, seed, examples, seconds, shard)

@@ -18,7 +18,12 @@ from typing import cast
 
 import numpy as np
 
+from ..compat import tensor_map_enums
 from ..errors import ArgumentError, Rule, broken_rules
+from ..runtime.compiler import include_dir
+from ..runtime.driver import call, cu
+from ..runtime.status import StatusBuffer
+from ..testing import build_valid_spec
 from ..tma.dtypes import tma_dtype
 from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
 from .runners import POISON, THREADS, box_starts, runner_source, store_arguments
@@ -96,8 +101,6 @@ def tensor_map_arguments(spec: TensorMapSpec) -> dict:
 
 def map_options(arguments: dict) -> dict:
     """`as_tensor_map`'s keywords from `tensor_map_arguments`, the options as cuda.core's own enum members."""
-    from ..compat import tensor_map_enums
-
     enums = tensor_map_enums()
     out = {k: arguments[k] for k in ("box_dim", "element_strides", "data_type")}
     return {**out, **{k: enums[k](arguments[k]) for k in enums}}
@@ -127,8 +130,6 @@ class CudaCoreSpecs(DrvtmaSpecs):
         return broken[0].rule if broken else None
 
     def load_spec(self, ch, options: dict) -> TensorMapSpec:
-        from ..testing import build_valid_spec
-
         spec = build_valid_spec(ch, dtypes=tuple(tma_dtype(d) for d in DTYPES), interleave=False, address=False,
                                 max_dim=ch.choice([8, 40, 300]), max_smem_bytes=ch.choice([2048, 16384]),
                                 max_extent_bytes=options["max_extent_bytes"])
@@ -184,8 +185,6 @@ class _CudaCoreRunner:
     def program_options(self):
         from cuda.core import ProgramOptions
 
-        from ..runtime.compiler import include_dir
-
         paths = [str(self.source.resolve().parent), *map(str, self.include_dirs), str(include_dir())]
         macros = [(k, str(v)) for k, v in self.defines.items()]
         return ProgramOptions(name=self.source.name, arch=self.arch, std="c++17", include_path=paths,
@@ -234,7 +233,6 @@ class CudaCoreLoadRunner(_CudaCoreRunner):
 
     def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray) -> np.ndarray:
         from ..runtime.driver import DeviceBuffer
-        from ..runtime.status import StatusBuffer
 
         arguments = tensor_map_arguments(spec)  # what cuda.core cannot express, refused before any upload
         n = len(coords)
@@ -275,7 +273,5 @@ def device_view(ptr: int, arguments: dict, itemsize: int):
 
 def _opt_in(kernel, shared: int) -> None:
     """Dynamic shared memory above 48 KiB needs the kernel's opt-in (cuda.core 1.2's attributes are read-only)."""
-    from ..runtime.driver import call, cu
-
     attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     call(cu.cuKernelSetAttribute, attribute, shared, kernel.handle, 0)

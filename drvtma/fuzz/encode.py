@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import CudaError, TensorMapError
 from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
+from ..tma.encode import encode_unchecked
 from ..tma.rules import driver_should_accept, validate_all
 from ..tma.spec import TensorMapSpec
 from .coverage.encode import ENCODE_COVERAGE
@@ -36,8 +37,6 @@ class EncodeSession(Session):
 
     @staticmethod
     def encode(spec, address: int) -> None:
-        from ..tma.encode import encode_unchecked
-
         encode_unchecked(spec.tma_params(), address)
 
     def __init__(self, options: dict, fake: bool = False):

@@ -12,6 +12,8 @@ import numpy as np
 
 from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
 from ..tma import im2col_oracle as oracle
+from ..tma.im2col_encode import encode_im2col_unchecked
+from ..tma.im2col_probe import describe_im2col_mismatch
 from ..tma.im2col_rules import im2col_driver_should_accept, validate_im2col
 from ..tma.im2col_spec import Im2colSpec
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
@@ -39,8 +41,6 @@ class Im2colEncodeSession(EncodeSession):
 
     @staticmethod
     def encode(spec: Im2colSpec, address: int) -> None:
-        from ..tma.im2col_encode import encode_im2col_unchecked
-
         encode_im2col_unchecked(spec.tma_params(), address)
 
 
@@ -104,7 +104,6 @@ class Im2colSession(Session):
         bad = np.flatnonzero((got != want).any(axis=1)).tolist()
         if not bad:
             return Outcome(True)
-        from ..tma.im2col_probe import describe_im2col_mismatch
 
         i = bad[0]
         return Outcome(False, detail=f"{len(bad)} of {len(got)} loads differ; the first:\n" +

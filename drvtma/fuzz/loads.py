@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..show.failure import failure_svg
 from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
 from ..tma import oracle
+from ..tma.probe import describe_mismatch
 from ..tma.spec import TensorMapSpec
 from .coverage.tiled import TiledLoadsCoverage
 from .targets import Outcome, Session, Target, spec_labels
@@ -83,7 +85,6 @@ def compare_images(case: LoadCase, spec: TensorMapSpec, got: np.ndarray, want: n
         return Outcome(True)
     first = bad[0]
     small = got.shape[1] <= IMAGE_HEX_LIMIT
-    from ..tma.probe import describe_mismatch
 
     return Outcome(False, expected=want[first].tobytes().hex() if small else None,
                    got=got[first].tobytes().hex() if small else None,
@@ -193,7 +194,6 @@ class LoadsTarget(Target):
         """The first differing box's image (`show.failure`); None when the reproducer holds no image bytes."""
         if outcome.ok or outcome.expected is None or not outcome.bad:
             return None
-        from ..show.failure import failure_svg
 
         return failure_svg(case.spec, case.coords[outcome.bad[0]], case.box_offset, outcome.expected, outcome.got)
 

@@ -6,9 +6,10 @@ import json
 import re
 from pathlib import Path
 
+from ..compat import drvtma_version
 from ..runtime.figures import table_text
 from .campaign import LABEL_ORDER, CampaignResult, Failure, bound_by
-from .targets import Outcome
+from .targets import Outcome, get_target
 
 REPRODUCER_FORMAT = 1
 
@@ -33,8 +34,6 @@ def summary_table(result: CampaignResult, fmt: str = "simple") -> str:
 
 
 def _unit(result: CampaignResult) -> str:
-    from .targets import get_target
-
     try:
         return get_target(result.target).unit
     except KeyError:
@@ -60,9 +59,6 @@ def failure_json(target, failure: Failure, reproducer_path: str | None) -> dict:
 
 
 def to_json(result: CampaignResult, reproducers: list[str] | None = None) -> dict:
-    from ..compat import drvtma_version
-    from .targets import get_target
-
     target = get_target(result.target)
     paths: list[str | None] = list(reproducers or [])
     paths += [None] * (len(result.failures) - len(paths))
@@ -184,8 +180,6 @@ def read_reproducer(path) -> dict:
 
 def replay(d: dict, *, fake: bool = False) -> Outcome:
     """Run a reproducer's case again; the outcome's differences compare with d['result']['first_differences']."""
-    from .targets import get_target
-
     target = get_target(d["target"])
     case = target.case_from_json(d["case"], d["options"])
     with target.session(d["options"], fake=fake) as session:

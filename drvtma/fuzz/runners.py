@@ -36,7 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ArgumentError
+from ..errors import ArgumentError, StoreStraddleWarning
+from ..runtime.status import StatusBuffer
+from ..tma.encode import encode_tiled
+from ..tma.rules import round_up
+from ..tma.spec import TensorMapSpec
+from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
 
 POISON = 0x7FBADBAD
 THREADS = 128
@@ -72,8 +77,6 @@ class CuLoadRunner(_CuRunner):
 
     def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray) -> np.ndarray:
         from ..runtime.driver import DeviceBuffer
-        from ..runtime.status import StatusBuffer
-        from ..tma.encode import encode_tiled
 
         n = len(coords)
         with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
@@ -98,11 +101,6 @@ def box_starts(spec, coords: np.ndarray) -> np.ndarray:
 def store_arguments(memory, base, spec, coords, box, op):
     """What `CuStoreRunner` launches with, checked on the host: (driver-order coordinates [5] int32, op code,
     the shared-memory image). Raises ArgumentError / TensorMapError for what would fault or mislead."""
-    from ..errors import StoreStraddleWarning
-    from ..tma.rules import round_up
-    from ..tma.spec import TensorMapSpec
-    from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
-
     if not isinstance(spec, TensorMapSpec):
         raise ArgumentError("runner_spec", "spec", type(spec).__name__, "give the TensorMapSpec of the case")
     if not isinstance(memory, np.ndarray) or memory.dtype != np.uint8 or memory.ndim != 1:
@@ -133,7 +131,6 @@ class CuStoreRunner(_CuRunner):
     def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray, box: np.ndarray,
                  op: str) -> np.ndarray:
         from ..runtime.driver import DeviceBuffer
-        from ..tma.encode import encode_tiled
 
         tma, code, image = store_arguments(memory, base, spec, coords, box, op)
         with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(tma) as cbuf, \

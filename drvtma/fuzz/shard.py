@@ -22,6 +22,10 @@ from pathlib import Path
 from .. import settings
 from ..testing.children import child_env
 from .campaign import CampaignResult, run_campaign
+from .merge import merge_reports
+from .report import write_reports
+from .shrink import open_database
+from .targets import get_target
 
 
 def parse_devices(text: str | None) -> list[str] | None:
@@ -101,8 +105,6 @@ def run_sharded(target_name: str, options: dict, devices: list[str], *, database
         CampaignResult:
     """One subprocess per entry of `devices` (the same device may appear twice: two shards on one GPU), their
     reports merged (`drvtma.fuzz.merge`)."""
-    from .merge import merge_reports
-
     n = len(devices)
     with tempfile.TemporaryDirectory(prefix="drvtma-fuzz-") as tmp:
         procs = []
@@ -133,9 +135,6 @@ def run_sharded(target_name: str, options: dict, devices: list[str], *, database
 
 
 def run_job(job: dict) -> CampaignResult:
-    from .shrink import open_database
-    from .targets import get_target
-
     target = get_target(job.pop("target"))
     device = job.pop("device")
     path = job.pop("database")
@@ -146,8 +145,6 @@ def run_job(job: dict) -> CampaignResult:
 
 
 def main(argv: list[str]) -> int:
-    from .report import write_reports
-
     job_path, out = argv
     write_reports(run_job(pickle.loads(Path(job_path).read_bytes())), Path(out), [])
     return 0

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from .. import settings
 from ..compat import hypothesis_choices_to_bytes
+from ..errors import ArgumentError
 from .choosers import HypothesisChooser
-from .targets import Outcome
+from .targets import Failure, Outcome
 
 DEFAULT_DB = Path.home() / ".cache" / "drvtma" / "fuzz-db"
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
@@ -34,8 +35,6 @@ def is_redis_url(text) -> bool:
 
 def _redis_database(url: str):
     """hypothesis' RedisExampleDatabase on `url`, checked with a ping now (not at the first failure)."""
-    from ..errors import ArgumentError
-
     try:
         import redis
         from hypothesis.extra.redis import RedisExampleDatabase
@@ -165,8 +164,6 @@ def replay_known(target, options: dict, session, database, *, seconds: float = 3
     """Every failure stored for this target and options, replayed (and shrunk further) first: the ones that
     still fail come back as Failures; the ones that pass now are deleted from the database."""
     from hypothesis.database import InMemoryExampleDatabase
-
-    from .campaign import Failure
 
     key = database_key(target, options)
     found: list[Failure] = []

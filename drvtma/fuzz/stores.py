@@ -16,6 +16,7 @@ import numpy as np
 
 from ..tma.rules import round_up
 from ..tma.spec import TensorMapSpec
+from ..tma.store_probe import GUARD_BYTES, run_store_cases
 from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
 from .choosers import ChooserGenerator
 from .coverage.stores import StoresCoverage
@@ -44,8 +45,6 @@ class StoresSession(Session):
     """Every case of a batch in one launch (`run_store_cases`), which opens and frees its own buffers."""
 
     def check(self, cases) -> list[Outcome]:
-        from ..tma.store_probe import GUARD_BYTES, run_store_cases
-
         t0 = time.perf_counter()
         data = [c.data() for c in cases]
         t1 = time.perf_counter()

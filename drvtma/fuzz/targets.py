@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ArgumentError, UnknownNameError
 from ..tma.spec import SWIZZLE_SPAN_BYTES
@@ -64,6 +64,20 @@ class Outcome:
     differences: list = field(default_factory=list)
     detail: str = ""
     bad: list = field(default_factory=list)
+
+
+@dataclass
+class Failure:
+    """A case that failed, with its recorded choices, and (after `shrink`) the smallest failing case found."""
+
+    index: int | None  # campaign case index; None: replayed from the example database
+    case: Any  # what the target's `build` returns
+    trace: list[int]
+    outcome: Outcome
+    shrunk_case: Any = None
+    shrunk_outcome: Outcome | None = None
+    shrink: dict = field(default_factory=dict)  # how shrinking went: calls, seconds, method
+    shard: int = 0  # the shard that found it
 
 
 def swizzle_label(swizzle) -> str:

@@ -10,10 +10,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from ..errors import ArgumentError
+from ..testing import build_coordinates
 from ..tma.dtypes import tma_dtype
 from ..tma.rules import round_up
 from ..tma.spec import TensorMapSpec
-from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase
+from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase, check_store_coordinates
+from ..tma.triton import TRITON_DTYPES, triton_arguments
+from .kernel import tensor_region_bytes
 from .stores import StoreFuzzCase
 
 # torch names of the element types the strategy draws (the map type in drvtma.tma.triton.TRITON_DTYPES)
@@ -32,7 +36,6 @@ class TritonSpecs:
     def descriptor(self, ch, options: dict, dtypes=DTYPES) -> SimpleNamespace:
         """The fields of a host TensorDescriptor (base: a stand-in with dtype, data_ptr 0)."""
         name = ch.choice(list(dtypes))
-        from ..tma.triton import TRITON_DTYPES
 
         s = tma_dtype(TRITON_DTYPES[name]).itemsize
         rank = ch.integer(1, 3)
@@ -59,8 +62,6 @@ class TritonSpecs:
         """What a Triton host descriptor cannot hold (the strategy's own reach): rank above 3 here, a map type
         none of its element types has, interleave, element strides, and the L2 promotion and swizzle Triton picks
         itself."""
-        from ..tma.triton import TRITON_DTYPES
-
         if spec.rank > 3:
             return "triton_rank"
         if spec.dtype.name not in {TRITON_DTYPES[d] for d in DTYPES}:
@@ -77,8 +78,6 @@ class TritonSpecs:
         return TensorMapSpec.from_triton(self.descriptor(ch, options, dtypes))
 
     def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
-        from ..testing import build_coordinates
-
         return build_coordinates(ch, spec)
 
     def store_case(self, ch, options: dict) -> StoreFuzzCase:
@@ -94,8 +93,6 @@ class TritonSpecs:
 
 
 def _map_type(name: str):
-    from ..tma.triton import TRITON_DTYPES
-
     return tma_dtype(TRITON_DTYPES[name])
 
 
@@ -169,9 +166,6 @@ def _descriptor(dev, base: int, spec):
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from ..tma.triton import triton_arguments
-    from .kernel import tensor_region_bytes
-
     region = dev[base:base + tensor_region_bytes(spec)].view(getattr(torch, spec.dtype.name))
     a = triton_arguments(spec)
     return region, TensorDescriptor(region, a["shape"], a["strides"], a["block_shape"], a["padding"])
@@ -203,9 +197,6 @@ def triton_stores(memory, base, spec, coords, box, op):
     """A `StoreKernel` whose kernel is Triton's: a host TensorDescriptor over the tensor and one `desc.store` of
     the box (rank 1..3, as the triton strategy draws; plain stores only: Triton's descriptor reductions are
     another call). Needs triton and torch."""
-    from ..errors import ArgumentError
-    from ..tma.stores import STORE, check_store_coordinates
-
     if op != STORE:
         raise ArgumentError("runner_op", "op", op, "fuzz triton_stores with `drvtma fuzz stores` (plain stores)")
     c = np.zeros(3, np.int32)

@@ -20,10 +20,13 @@ from typing import cast
 import numpy as np
 
 from ..errors import ArgumentError, DrvtmaError
+from ..show.failure import failure_svg
 from ..testing import build_coordinates, build_valid_spec
 from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
 from . import kernel as K
+from . import report
+from .campaign import run_campaign
 from .coverage import Universe
 from .coverage.stores import StoresCoverage
 from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe
@@ -189,7 +192,6 @@ class KernelLoadsTarget(Target):
         (the kernel's boxes placed where TMA puts each element)."""
         if outcome.ok or outcome.expected is None or not outcome.bad:
             return None
-        from ..show.failure import failure_svg
 
         spec = case.spec
         # a load case's outcome holds the boxes' hex (KernelLoadsSession)
@@ -280,9 +282,6 @@ def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int
     """Fuzz `run` (a `LoadKernel` for "loads", a `StoreKernel` for "stores" / "reductions") against drvtma's
     oracle; return (CampaignResult, reproducer paths). Reproducers go to `out` (a folder) when given. With `check`,
     a mismatch raises KernelMismatch (an AssertionError) holding the report of the first shrunk failure."""
-    from . import report
-    from .campaign import run_campaign
-
     if direction not in DIRECTIONS:
         raise ArgumentError("fuzz_target", "direction", direction, f"use one of {', '.join(DIRECTIONS)}")
     if not callable(run):

@@ -10,9 +10,6 @@ figure line per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_J
 
 from __future__ import annotations
 
-import math
-import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 
@@ -20,9 +17,14 @@ import numpy as np
 
 from ..runtime.figures import csv_text, table_text, write_report
 from ..runtime.figures import record_figure as record
-from ..runtime.timing import timing_figure
+from ..runtime.timing import time_abba, timing_figure
+from .claims import CLAIMS, run_claims
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
+
+# What a benchmark measures beside time sits below the benchmarks in `measure`; its names stay importable from here.
+from .measure import ATOL, ATOL_FP8, FP8_ATOL_K, RTOL, SMI_FIELDS, atol, compare, read_smi  # noqa: F401
+from .profile import profile_gemm
 from .reference import random_operands, value_dtype
 
 # Square shapes, LLM-like ones, a skinny M, and 4224 x 4096 x 4096: 528 tiles of 128 x 256 fill 4 waves of 132 SMs exactly where
@@ -31,37 +33,11 @@ from .reference import random_operands, value_dtype
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
           (8192, 4096, 8192), (8192, 8192, 1024), (16, 8192, 8192), (64, 4096, 4096), (128, 8192, 8192))
 DTYPES = ("bfloat16",)
-# |drvtma - cuBLAS| <= RTOL |cuBLAS| + ATOL max|cuBLAS|: both accumulate in fp32 and round once to the output,
-# so they differ by output roundings (2^-8 relative for bf16, either side) and fp32 summation order.
-RTOL = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-18}
-ATOL = 2.0**-12
-# fp8 inputs: the tensor core's fp8-mode accumulator keeps fewer bits than fp32 (docs/wgmma.md measured ~1e-3 of the
-# largest value on random data), and two GEMMs that sum in different orders differ by about that much. That error
-# grows with the number of k-steps while the sums grow as sqrt(K), so against the largest value it grows as sqrt(K):
-# on the H200, stream-K against cuBLAS (3 draws at 4096 x 4096 x K) read 0.50 / 0.59 / 0.67 / 0.91-1.08 / 1.32-1.36
-# of 2^-8 at K = 2048 / 4096 / 8192 / 16384 / 32768. So the floor widens as sqrt(K / 4096) past K = 4096.
-ATOL_FP8 = 2.0**-8
-FP8_ATOL_K = 4096
 CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
                "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
                "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms")
 MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
                     "cuBLAS kernel", "drvtma config, where not the one above")
-SMI_FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")
-
-
-def read_smi() -> dict:
-    """nvidia-smi's SM clock, max clock, power, temperature and active clock-event reasons (empty without it)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return {}
-    for fields in (SMI_FIELDS, SMI_FIELDS[:-1] + ("clocks_throttle_reasons.active",), SMI_FIELDS[:-1]):
-        out = subprocess.run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits", "-i", "0"],
-                             capture_output=True, text=True)
-        if out.returncode == 0:
-            return dict(zip(("sm_mhz", "max_sm_mhz", "power_w", "temp_c", "reasons"),
-                            (v.strip() for v in out.stdout.strip().split(","))))
-    return {}
 
 
 @dataclass
@@ -95,29 +71,6 @@ class GemmPoint:
                 "ratio": round(self.ratio, 3), "config": self.config, **timing_figure(self.timings)}
 
 
-def atol(in_dtype: str, k: int = 0) -> float:
-    """The tolerance's floor in units of max|reference| for inputs of `in_dtype` summed over `k` (0: K <= 4096)."""
-    if not in_dtype.startswith("float8"):
-        return ATOL
-    return ATOL_FP8 * math.sqrt(max(1.0, k / FP8_ATOL_K))
-
-
-def compare(ours: np.ndarray, ref: np.ndarray, out_dtype: str, in_dtype: str = "bfloat16", k: int = 0) -> float:
-    """The worst element's error in units of the tolerance (NaN, e.g. unwritten poison, counts as infinite).
-    16-bit outputs are compared in fp32 (exact differences of bf16 / fp16 values; the ratio to a tolerance of
-    2^-7 or 2^-10 is good to 2^-24), in place: an 8192^2 check took seconds in fp64 with temporaries."""
-    work = np.float64 if out_dtype == "float32" else np.float32
-    err, bound = ours.astype(work), ref.astype(work)
-    np.subtract(err, bound, out=err)
-    np.abs(err, out=err)
-    np.abs(bound, out=bound)
-    floor = atol(in_dtype, k) * max(float(bound.max()), 1e-30)
-    np.multiply(bound, RTOL[out_dtype], out=bound)
-    bound += floor
-    np.divide(err, bound, out=err)
-    return float("inf") if not np.isfinite(err).all() else float(err.max())
-
-
 def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int, k: int) -> float:
     """cuBLAS (`theirs`) into a poisoned `dref`, drvtma's checked run (poisoned C) into `dc`: the worst element's
     error in units of the tolerance (`compare`)."""
@@ -133,7 +86,6 @@ def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
                 rng: np.random.Generator, alpha: float) -> GemmPoint:
     from ..runtime.driver import DeviceBuffer
-    from ..runtime.timing import time_abba
     from .cublas import kernel_names
 
     cfg = gemm.config
@@ -286,7 +238,6 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
 
 def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:
     from ..runtime.driver import device_properties
-    from .profile import profile_gemm
 
     lines, figures = [], []
     props = device_properties()
@@ -330,8 +281,6 @@ def config_changes(items) -> dict:
 
 
 def _claims_command(args, argv, base: GemmConfig, shape) -> int:
-    from .claims import CLAIMS, run_claims
-
     wanted = args.only_claims
     claims = [c for c in CLAIMS if not wanted or any(w in c for w in wanted)]
     result = run_claims(shape=shape, runs=args.runs, warmups=args.warmups, flush_l2=not args.no_flush,

@@ -38,14 +38,19 @@ WHOLE_TILE_WAVES = {2: 8, 1: 2}  # input bytes -> waves of tiles from which whol
 #                                  loop is half as long per tile, so its epilogue weighs twice as much)
 WIDE_GROUP_M = 16
 L2_BYTES = 60 * 2**20  # the H200's L2 (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), where the caller does not give its device's
+MAX_CTA_RANGE = 256  # TMA box rows: the most a CTA's tile (and a swapped skinny problem's M) may span
 MIN_STAGES = 3  # a ring shallower than this loses more than the overlap gains (2 stages: 0.82x of 3 at 8192^3)
+
+
+def problem_extent(name: str, value) -> int:
+    """A problem extent: an int in 1..2^31-1 (the kernel takes int32 extents)."""
+    return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=2**31 - 1,
+                  fix="use 1 <= value < 2^31 (the kernel takes int32 extents)")
 
 
 def for_problem(config, m: int, n: int, k: int, sm_count: int, l2_bytes: int = L2_BYTES):
     """The configuration to run C [m, n] = A [m, k] . B [n, k]^T with on `sm_count` SMs and an L2 of `l2_bytes`
     (rules above)."""
-    from .config import GemmConfig, problem_extent
-
     m, n, k = (problem_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
     sm_count = as_int(sm_count, "sm_count", error=GemmError, rule="shape_range", lo=1)
     l2_bytes = as_int(l2_bytes, "l2_bytes", error=GemmError, rule="shape_range", lo=1)
@@ -55,7 +60,7 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int, l2_bytes: int = L
     # (measured with wgmma only, like whole-tile staging below)
     one_wave = tiles <= sm_count and config.mma == "wgmma" and not config.prefetch_maps
     cfg = config.with_(prefetch_maps=True) if one_wave else config
-    if ((cfg.bm, cfg.bn, cfg.group_m) == (128, 256, GemmConfig.group_m) and cfg.persistent and cfg.cluster_size == 1
+    if ((cfg.bm, cfg.bn, cfg.group_m) == (128, 256, type(cfg).group_m) and cfg.persistent and cfg.cluster_size == 1
             and (m + n) * k * cfg.itemsize > l2_bytes):
         cfg = cfg.with_(group_m=WIDE_GROUP_M)
     if (cfg.persistent and cfg.cluster_size == 1 and not cfg.streamk and tiles >= 8 * sm_count and tiles % sm_count
@@ -72,8 +77,6 @@ def for_problem(config, m: int, n: int, k: int, sm_count: int, l2_bytes: int = L
 
 
 def _skinny(config, m: int, k: int):
-    from .config import MAX_CTA_RANGE
-
     small = config.with_(bm=64, bn=128, consumers=1, cluster_m=1, cluster_n=1, stages=1, pingpong=False, streamk=False,
                          epilogue_buffers=2)
     if small.out_itemsize == 2 and m <= MAX_CTA_RANGE:

@@ -3,7 +3,7 @@
 
 Operands are made and uploaded once per input type; cuBLAS runs once per type as the reference and is timed once
 (same stream, events and L2 flush as bench gemm). Each configuration: compiled, its result on a poisoned C
-compared with cuBLAS's within bench.RTOL / ATOL, then timed (median of `runs`). Reported per point: TFLOP/s, the
+compared with cuBLAS's within measure.RTOL / ATOL, then timed (median of `runs`). Reported per point: TFLOP/s, the
 fraction of the dense peak (989.4 TFLOP/s 16-bit, 1978.9 fp8; H100/H200 SXM spec) and the ratio to cuBLAS;
 values the kernel refuses are listed with their rule. Output: a table, gemm-claims.csv and gemm-claims.md with --out.
 """
@@ -16,10 +16,11 @@ import numpy as np
 
 from ..errors import GemmError
 from ..runtime.figures import csv_text, table_text
-from .bench import compare, read_smi, record
+from ..runtime.figures import record_figure as record
 from .config import GemmConfig
 from .cublas import CublasUnsupported
 from .launch import POISON_U32, Gemm
+from .measure import compare, read_smi
 from .reference import random_operands, value_dtype
 
 # The async tensor-core article's claims, each one GemmConfig field swept from the default (bf16 128x256x64, 4 stages,

@@ -35,6 +35,7 @@ from ..runtime.compiler import include_dir
 from ..tma.spec import L2Promotion, Swizzle, TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
 from ..wgmma.dtypes import M as WGMMA_M
+from .choice import L2_BYTES, MAX_CTA_RANGE, for_problem, problem_extent  # problem_extent: importable here too
 
 KERNEL_SOURCE = "gemm/gemm_ws.cu"
 KERNEL_NAME = "gemm_ws"
@@ -44,7 +45,6 @@ ALIGN_SLACK = 1024  # the ring starts at the first 1024-byte boundary of dynamic
 EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C
 MAX_STAGES = 16  # the deepest ring: a small tile's stages are small, and a skinny GEMM streams B at the depth it has
 MAX_ACC_REGS = 128  # accumulator floats per consumer thread that fit beside the rest (fast.cu: more serialise)
-MAX_CTA_RANGE = 256  # TMA box rows
 
 IN_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
 OUT_DTYPES = {"bfloat16": (0, 2), "float16": (1, 2), "float32": (2, 4)}  # name -> (GEMM_OUT, bytes)
@@ -55,12 +55,6 @@ SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B"
 # how far the L2 widens an A or B load's requests from memory (CU_TENSOR_MAP_L2_PROMOTION_*)
 L2_PROMOTIONS = {"none": L2Promotion.NONE, "64B": L2Promotion.B64, "128B": L2Promotion.B128, "256B": L2Promotion.B256}
 L2_EVICTS = {"normal": 0, "first": 1, "last": 2}  # an operand's L2 priority -> GEMM_EVICT_* (kEvict* in copy.cuh)
-
-
-def problem_extent(name: str, value) -> int:
-    """A problem extent: an int in 1..2^31-1 (the kernel takes int32 extents)."""
-    return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=2**31 - 1,
-                  fix="use 1 <= value < 2^31 (the kernel takes int32 extents)")
 
 
 def dtype_name(value) -> str:
@@ -421,8 +415,6 @@ class GemmConfig:
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int, l2_bytes: int | None = None) -> GemmConfig:
         """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
-        from .choice import L2_BYTES, for_problem
-
         return for_problem(self, m, n, k, sm_count, L2_BYTES if l2_bytes is None else l2_bytes)
 
     @property

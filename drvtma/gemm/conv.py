@@ -20,7 +20,11 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import GemmError, as_int
+from ..tma import im2col_oracle, oracle
+from ..tma.im2col_spec import Im2colSpec, conv_corners
+from ..tma.spec import TensorMapSpec
 from .config import L2_PROMOTIONS, GemmConfig
+from .reference import reference_gemm, value_dtype
 
 CONV_DTYPES = ("bfloat16", "float16")  # 16-bit operands: BK = 64 channels, one 128-byte swizzle panel per k-block
 MAX_OFFSET = 255  # im2col offsets of a rank-4 map: 0..255 (the filter tap times the dilation)
@@ -103,8 +107,6 @@ class ConvShape:
 
     @property
     def corners(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        from ..tma.im2col_spec import conv_corners
-
         return conv_corners((self.r, self.s), self.pad, self.dilation)
 
     def default_config(self, dtype: str = "bfloat16") -> GemmConfig:
@@ -122,8 +124,6 @@ class ConvShape:
 
     def a_spec(self, config: GemmConfig, address: int = 0):
         """The im2col map of x: BM pixels of one 128-byte panel of channels per load, the GEMM's swizzle."""
-        from ..tma.im2col_spec import Im2colSpec
-
         lower, upper = self.corners
         return Im2colSpec.create(config.dtype, (self.n, self.h, self.w, self.c), lower, upper, config.panel_elems,
                                  config.bm, element_strides=(1, self.stride, self.stride, 1),
@@ -156,8 +156,6 @@ class ConvShape:
 
 def reference_conv(x: np.ndarray, w: np.ndarray, shape: ConvShape, out_dtype="bfloat16") -> np.ndarray:
     """y [N, P, Q, K] as the GEMM's reference rounds it (float64 sums, fp32 accumulator, the output type)."""
-    from .reference import reference_gemm
-
     a = shape.im2col_matrix(x)
     return reference_gemm(a, w.reshape(shape.k, -1), out_dtype=out_dtype).reshape(shape.n, shape.p, shape.q, shape.k)
 
@@ -166,9 +164,6 @@ def a_images_match(shape: ConvShape, config: GemmConfig, x: np.ndarray, tiles=No
     """(tile row, k-block) of every A load whose im2col image (drvtma.tma.im2col_oracle) differs from the tiled
     image of the explicit im2col matrix at (tm x BM, kb x BK) (drvtma.tma.oracle): [] when the convolution's map
     and coordinates are right. `tiles`: the tile rows to check (default all)."""
-    from ..tma import im2col_oracle, oracle
-    from ..tma.spec import TensorMapSpec
-
     shape.check(config)
     m, _, k = shape.gemm_mnk
     a = shape.im2col_matrix(x)
@@ -210,7 +205,6 @@ class Conv2d:
     def __call__(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         """y = conv(x, w) for NumPy NHWC x and KRSC w in the configuration's type; y poisoned first, waits checked."""
         from ..runtime.driver import DeviceBuffer
-        from .reference import value_dtype
 
         s, cfg = self.shape, self.gemm.config
         want = value_dtype(cfg.dtype)

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime.timing import timing_figure
+from ..runtime.figures import record_figure
+from ..runtime.timing import time_abba, timing_figure
 from .conv import Conv2d, ConvShape
+from .reference import value_dtype
 
 LAYERS = (  # ResNet-50 at batch 32: a 3x3 of each early stage, the stride-2 3x3, a 1x1
     ConvShape(n=32, h=56, w=56, c=64, k=64, r=3, s=3, pad=1),
@@ -57,8 +59,6 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
     import torch
 
     from ..runtime.driver import DeviceBuffer
-    from ..runtime.timing import time_abba
-    from .reference import value_dtype
 
     torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithm in the warm-ups
     rng = np.random.default_rng(seed)
@@ -84,8 +84,6 @@ def run_layer(shape: ConvShape, *, runs: int = 10, warmups: int = 3, seed: int =
 
 
 def run_conv_bench(layers=LAYERS, *, runs: int = 10, warmups: int = 3, progress=sys.stderr) -> list[ConvRow]:
-    from ..runtime.figures import record_figure
-
     rows = []
     for shape in layers:
         if progress:

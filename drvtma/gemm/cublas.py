@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import settings
 from ..errors import DrvtmaError
+from ..runtime.driver import call, cu
 
 WORKSPACE_BYTES = 32 << 20  # the cuBLAS docs' recommendation for Hopper
 HEURISTICS = 8  # algorithms asked of the heuristic; the first is used
@@ -222,8 +223,6 @@ class TorchGemm:
         self.algo = "chosen by torch (see kernel names)"
 
     def plan(self, a, b, c, m: int, n: int, k: int, dtype: str, out_dtype: str, alpha: float = 1.0):
-        from ..runtime.driver import call, cu
-
         torch = self.torch
         tdt = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
                "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2}

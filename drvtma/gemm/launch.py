@@ -17,7 +17,10 @@ import numpy as np
 
 from ..errors import GemmError
 from ..runtime import cubin as cubin_records
+from ..runtime.compiler import compile_cubin
 from ..runtime.driver import Resource
+from ..runtime.status import StatusBuffer, barrier_timeout
+from ..tma.encode import encode_tiled
 from ..tma.spec import Swizzle, TensorMapSpec
 from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
 from .reference import value_dtype
@@ -75,8 +78,6 @@ def check_register_split(config: GemmConfig, resources: KernelResources) -> None
 
 def compile_gemm(config: GemmConfig) -> bytes:
     """The cubin of one configuration (NVRTC, cached; CPU only)."""
-    from ..runtime.compiler import compile_cubin
-
     return compile_cubin(KERNEL_SOURCE, defines=config.defines())
 
 
@@ -157,8 +158,6 @@ class BoundGemm(Resource):
 
     def __init__(self, gemm: Gemm, a, b, c, m, n, k, alpha):
         from ..runtime.driver import device_properties
-        from ..runtime.status import StatusBuffer
-        from ..tma.encode import encode_tiled
 
         cfg = gemm.config
         self.gemm, self.c, self.m, self.n, self.k, self.alpha = gemm, c, m, n, k, float(alpha)
@@ -209,8 +208,6 @@ class BoundGemm(Resource):
 
     def run_checked(self, stream=None) -> None:
         """Poison C, launch, synchronise, raise BarrierTimeout if a wait ran out."""
-        from ..runtime.status import barrier_timeout
-
         self.c.fill_u32(POISON_U32)
         self.status.reset()
         self.launch(stream)

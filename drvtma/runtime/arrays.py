@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 
 from ..compat import strided_view_maker
+from . import driver
 
 
 def strided_view(obj):
@@ -53,8 +54,6 @@ class DLPackOnly:
 
 def no_driver(exc: Exception) -> bool:
     """True when `exc` came from having no usable driver (then a CAI layout is read from the interface itself)."""
-    from . import driver
-
     try:
         driver.context()
     except Exception:  # noqa: BLE001 - NoGpuError, or a driver library that cannot be loaded

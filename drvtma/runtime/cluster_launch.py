@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import cast
 
 from ..errors import ClusterError, CudaError, is_int
+from .driver import call, cu, cuda_error
 
 PORTABLE_CLUSTER_CTAS = 8  # "the portable cluster size for sm_90 is 8" [doc D]
 NON_PORTABLE_CLUSTER_CTAS = 16  # H100/H200 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED [code, seen]
@@ -79,8 +80,6 @@ def required_cluster_dims(kernel) -> tuple[int, int, int] | None:
 
 def allow_non_portable(kernel, allow: bool = True) -> None:
     """Let `kernel` launch clusters of up to 16 CTAs (drvtma sets this attribute only when asked)."""
-    from .driver import call, cu
-
     attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
     call(cu.cuFuncSetAttribute, kernel.function, attr, int(allow))
     kernel._cluster_non_portable = bool(allow)
@@ -89,8 +88,6 @@ def allow_non_portable(kernel, allow: bool = True) -> None:
 
 def _set_cluster_dims(lc, dims) -> None:
     """Put the cluster-dimension launch attribute on `lc` (its only attribute)."""
-    from .driver import cu
-
     attr = cu.CUlaunchAttribute()
     attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
     attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = dims
@@ -99,8 +96,6 @@ def _set_cluster_dims(lc, dims) -> None:
 
 def max_active_clusters(kernel, lc) -> int:
     """cuOccupancyMaxActiveClusters for a launch config that carries its cluster dims (0: cannot be scheduled)."""
-    from .driver import cu, cuda_error
-
     code, n = cu.cuOccupancyMaxActiveClusters(kernel.function, lc)
     if code != cu.CUresult.CUDA_SUCCESS:
         raise cuda_error("cuOccupancyMaxActiveClusters", code)
@@ -110,8 +105,6 @@ def max_active_clusters(kernel, lc) -> int:
 def occupancy(kernel, cluster, *, block, shared_mem: int = 0) -> int:
     """How many clusters of `cluster` dims with this block and dynamic shared memory can be co-resident (one
     cluster's grid; the driver's answer "is not guaranteed to be achievable")."""
-    from .driver import cu
-
     c = _dims(cluster, "cluster")
     b = _dims(block, "block")
     kernel._ensure_smem(shared_mem)

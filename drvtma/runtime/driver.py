@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, CudaError, NoGpuError, as_int
+from . import capabilities
 
 try:  # the bindings import without a driver; the first call then fails (see _load_failure)
     from cuda.bindings import driver as cu
@@ -254,8 +255,6 @@ def smem_per_block_optin() -> int:
 def require_capability(*features: str) -> DeviceProperties:
     """Device 0's properties, after NoGpuError without a usable GPU and CapabilityError (named `needs_<feature>`,
     e.g. "wgmma needs sm_90a; this is sm_120 (...)") for each of `features` (default: TMA) it lacks."""
-    from . import capabilities
-
     props = device_properties()
     row = device_capabilities()
     for feature in features or ("tma",):
@@ -366,7 +365,6 @@ class Event(Resource):
 
     def synchronize(self) -> None:
         call(cu.cuEventSynchronize, self.handle)
-
 
 
 def elapsed_ms(start: Event, end: Event) -> float:

@@ -15,6 +15,7 @@ from typing import cast
 
 from ..errors import ArgumentError
 from . import cubin as cubin_records
+from . import sass
 
 FATBIN_MAGIC = 0xBA55ED50
 ELF_MAGIC = b"\x7fELF"
@@ -156,8 +157,6 @@ def inspect_image(kind: str, data: bytes) -> list[tuple[str, list[tuple[int, int
     """(kernel, parameter layout or None, its distinct TMA / mbarrier instructions) of each kernel of a binary.
     A cubin's instructions are SASS (nvdisasm); PTX's are PTX; a fatbin is read through its first readable cubin,
     else its PTX. ValueError when nothing in it can be read."""
-    from . import sass
-
     if kind == "fatbin":
         entries = [(k, p) for k, _, p in fatbin_entries(data) if p is not None]
         if not entries:

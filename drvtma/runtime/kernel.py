@@ -18,6 +18,7 @@ from .. import settings
 from ..compat import kernel_param_count
 from ..errors import CudaError, LaunchError, is_int
 from . import cluster_launch, compiler, families, images
+from .arrays import strided_view
 from .driver import DeviceBuffer, Resource, Stream, call, context, cu, cuda_error, device_capabilities
 
 _launch_kernel_ex: Any = cu.cuLaunchKernelEx if cu is not None else None  # looked up once: this is every launch's call
@@ -299,8 +300,6 @@ class ArgPacker:
 def _array_address(kernel_name: str, i: int, arr) -> int:
     """The device address of an array from DLPack or the CUDA Array Interface (runtime.arrays; no stream ordering:
     the launch goes on the stream it is given)."""
-    from .arrays import strided_view
-
     if isinstance(arr, np.ndarray):
         raise LaunchError(f"{kernel_name}: argument {i} is a NumPy array in host memory; upload it "
                           "(DeviceBuffer.from_array) and pass the buffer")

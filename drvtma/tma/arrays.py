@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import TensorMapError, is_int
 from ..runtime.arrays import dlpack_dtype, strided_view
-from .spec import contiguous_strides_bytes
+from .geometry import contiguous_strides_bytes
 
 # DLPack codes of the fp8 types (dlpack.h, DLDataTypeCode), for cuda.core versions whose views cannot name them
 # (cuda.core 1.2 refuses them).

@@ -26,8 +26,7 @@ import numpy as np
 from ..compat import tensor_map_descriptor_bytes
 from ..errors import TensorMapError
 from ..errors import address as as_address
-from .dtypes import F32_OF, TF32_DTYPES, TF32_OF
-from .replace import DTYPE_OF_PTX_ELEMTYPE, PTX_ELEMTYPE
+from .dtypes import DTYPE_OF_PTX_ELEMTYPE, F32_OF, PTX_ELEMTYPE, TF32_DTYPES, TF32_OF
 from .rules import address_error, validate_all
 from .spec import (
     DRIVER_RULES,

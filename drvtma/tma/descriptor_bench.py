@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.status import StatusBuffer
 from .encode import encode_tiled
 from .global_maps import MapSlots
 from .spec import TensorMapSpec
@@ -50,7 +51,6 @@ def run_descriptor_bench(*, loads: int = 16, runs: int = 20, warmups: int = 3, l
                          blocks: int | None = None) -> DescriptorBench:
     from ..runtime.driver import DeviceBuffer, device_properties, synchronize
     from ..runtime.kernel import load_module
-    from ..runtime.status import StatusBuffer
     from ..runtime.timing import collector_off, time_launches
 
     blocks = blocks or device_properties().sm_count

@@ -81,6 +81,12 @@ TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush n
 TF32_OF = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}  # a float32 type and its tf32 twin (same element bytes)
 F32_OF = {tf32: f32 for f32, tf32 in TF32_OF.items()}
 
+# Element type -> its PTX code, in tensormap.replace (`replace`) and in the map's bytes (`decode`): PTX ISA, Table
+# "Tensormap new_val validity" (sm_90 part).
+PTX_ELEMTYPE = {UINT8: 0, UINT16: 1, UINT32: 2, INT32: 3, UINT64: 4, INT64: 5, FLOAT16: 6, FLOAT32: 7,
+                FLOAT32_FTZ: 8, FLOAT64: 9, BFLOAT16: 10, TFLOAT32: 11, TFLOAT32_FTZ: 12}
+DTYPE_OF_PTX_ELEMTYPE = {code: dt for dt, code in PTX_ELEMTYPE.items()}
+
 # Blackwell's packed types (CUtensorMapDataType 13-15): 16 values of 4 or 6 bits, packed in global memory; in
 # shared memory 16U4_ALIGN8B stays packed, 16U4_ALIGN16B leaves 8 B gaps after every 8 B and 16U6_ALIGN16B 4 B
 # after every 12 B (driver API docs, CUtensorMapDataType). A Hopper driver refuses them [seen].

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import CudaError, TensorMapError, as_int, is_int
 from ..errors import address as as_address
+from ..runtime import driver
 from ..runtime.driver import DeviceBuffer
 from .arrays import array_layout, is_array
 from .params import MapParams
@@ -244,8 +245,6 @@ def _open_driver() -> None:
     global _encode_call
     from cuda.bindings import driver as cu
 
-    from ..runtime import driver
-
     driver.context()
     _encode_call = cu.cuTensorMapEncodeTiled
 
@@ -381,8 +380,6 @@ class TensorMap:
     def replace_address(self, target) -> None:
         """Point the map at another global buffer or address (cuTensorMapReplaceAddress), checked first."""
         from cuda.bindings import driver as cu
-
-        from ..runtime import driver
 
         spec = self.spec
         address, keepalive, available = _resolve_target(None, target)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TensorMapError
-from ..runtime.driver import Resource
+from ..runtime.driver import Resource, ScratchBuffers, call
+from ..runtime.status import StatusBuffer
 from . import oracle
 from .decode import map_bytes
 from .probe import IMAGE_ALIGN_SLACK, POISON
@@ -113,9 +114,7 @@ class GlobalMapRunner(Resource):
     """The kernels of cu/tma/global_map.cu with reusable scratch."""
 
     def __init__(self, *, defines=None):
-        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
-        from ..runtime.status import StatusBuffer
 
         self.module = load_module(SOURCE, defines=defines)
         self.status = StatusBuffer()
@@ -153,8 +152,6 @@ class GlobalMapRunner(Resource):
     def write_const_map(self, tmap) -> None:
         """Copy a map into the module's `__constant__` map (cuLibraryGetGlobal + cuMemcpyHtoD)."""
         from cuda.bindings import driver as cu
-
-        from ..runtime.driver import call
 
         ptr, size = call(cu.cuLibraryGetGlobal, self.module.handle, b"drvtma_const_map")
         if int(size) != TENSOR_MAP_BYTES:

@@ -4,6 +4,7 @@ alone, for the validator-vs-driver fuzz), both to the 128-byte `TensorMap` kerne
 from __future__ import annotations
 
 from ..errors import CudaError, TensorMapError
+from ..runtime import driver
 from .encode import TensorMap, _resolve_target, open_for_default_target
 from .im2col_rules import validate_im2col
 from .im2col_spec import Im2colParams, Im2colSpec
@@ -33,8 +34,6 @@ def encode_im2col_unchecked(params: Im2colParams, address: int, *, spec: Im2colS
     """Encode exactly these driver arguments, none of drvtma's checks. A refusal raises CudaError listing every
     argument (code -1 when cuda-python cannot even represent a value)."""
     from cuda.bindings import driver as cu
-
-    from ..runtime import driver
 
     driver.context()
     a = params

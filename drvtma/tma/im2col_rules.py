@@ -11,20 +11,10 @@ checked for the open context's device (else sm_90a); its packed types' own rules
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..errors import Rule, TensorMapError, broken_rules
-from .blackwell_rules import NEEDS_RULES, TARGET_RULE
-from .im2col_spec import (
-    CORNER_RANGE,
-    IM2COL_RANKS,
-    MAX_CHANNELS_PER_PIXEL,
-    MAX_PIXELS_PER_COLUMN,
-    Im2colSpec,
-    spatial_name,
-)
-from .rules import RULES as TILED_RULES
-from .spec import (
+from .geometry import (
     DRIVER_BOX_BYTES_LIMIT,
     DRIVER_RULES,
     MAX_ELEMENT_STRIDE,
@@ -33,6 +23,19 @@ from .spec import (
     Interleave,
     Swizzle,
 )
+from .im2col_geometry import (
+    CORNER_RANGE,
+    IM2COL_RANKS,
+    MAX_CHANNELS_PER_PIXEL,
+    MAX_PIXELS_PER_COLUMN,
+    Im2colGeometry,
+    spatial_name,
+)
+from .rules import RULES as TILED_RULES
+from .target_rules import NEEDS_RULES, TARGET_RULE
+
+if TYPE_CHECKING:
+    from .im2col_spec import Im2colSpec
 
 # needs_subbyte_maps is the driver's for im2col too: the H200 (driver 580) refused all 81 im2col specs of sub-byte
 # types in the standard campaign
@@ -203,7 +206,7 @@ IM2COL_RULES = (
 
 def validate_im2col(spec: Im2colSpec, *, smem_limit: int | None = None) -> list[TensorMapError]:
     """Every broken rule, in IM2COL_RULES order."""
-    if not isinstance(spec, Im2colSpec):
+    if not isinstance(spec, Im2colGeometry):  # only an Im2colSpec is one (im2col_geometry)
         raise TensorMapError("type", "spec", type(spec).__name__, "give an Im2colSpec (Im2colSpec.create, "
                              "from_array, from_dict)")
     return cast(list[TensorMapError], broken_rules(IM2COL_RULES, spec, smem_limit))  # its rules yield TensorMapErrors

@@ -15,11 +15,23 @@ from dataclasses import dataclass
 
 from ..errors import TensorMapError, as_ints
 from .dtypes import TmaDtype, tma_dtype
+
+# What the rules need of an im2col map lives below them in `im2col_geometry`; its names stay importable from here.
+from .im2col_geometry import (  # noqa: F401
+    CORNER_RANGE,
+    IM2COL_RANKS,
+    MAX_CHANNELS_PER_PIXEL,
+    MAX_PIXELS_PER_COLUMN,
+    OFFSET_RANGE,
+    SPATIAL_NAMES,
+    Im2colGeometry,
+    spatial_name,
+)
+from .im2col_rules import describe_im2col, validate_im2col
 from .params import MapParams
 from .spec import (
     Interleave,
     L2Promotion,
-    MapGeometry,
     OobFill,
     Swizzle,
     array_fields,
@@ -29,14 +41,6 @@ from .spec import (
     normalise_fields,
     to_tma_order,
 )
-
-IM2COL_RANKS = (3, 4, 5)
-# Corner ranges per rank [doc: cuTensorMapEncodeIm2col]; the load's im2col offsets per rank [doc: PTX ISA 5.5.4].
-CORNER_RANGE = {3: (-(1 << 15), (1 << 15) - 1), 4: (-128, 127), 5: (-16, 15)}
-OFFSET_RANGE = {3: (0, (1 << 16) - 1), 4: (0, 255), 5: (0, 31)}
-MAX_CHANNELS_PER_PIXEL = 256
-MAX_PIXELS_PER_COLUMN = 1024
-SPATIAL_NAMES = {1: ("W",), 2: ("H", "W"), 3: ("D", "H", "W")}
 
 
 def _ints(values, what: str) -> tuple[int, ...]:
@@ -57,7 +61,7 @@ class Im2colParams(MapParams):
 
 
 @dataclass(frozen=True)
-class Im2colSpec(MapGeometry):
+class Im2colSpec(Im2colGeometry):
     """An im2col map in NumPy order: ``shape`` (N, [D, [H,]] W, C), ``strides_bytes`` (the last = itemsize),
     corners per spatial axis (D, H, W order), channels per pixel, pixels per column, element strides per axis
     (the spatial ones are the traversal = convolution strides; C's is ignored without interleave).
@@ -143,35 +147,6 @@ class Im2colSpec(MapGeometry):
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
-    # ---- geometry (shared with im2col_oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
-    @property
-    def spatial(self) -> tuple[int, ...]:
-        """The spatial extents (D, H, W order)."""
-        return self.shape[1:-1]
-
-    @property
-    def box_bounds(self) -> tuple[tuple[int, int], ...]:
-        """Inclusive [lo, hi] of the filter base per spatial axis (D, H, W): [lower, S - 1 + upper]."""
-        return tuple((lo, s - 1 + up) for s, lo, up in zip(self.spatial, self.lower_corner, self.upper_corner))
-
-    @property
-    def row_bytes(self) -> int:
-        return self.channels_per_pixel * self.itemsize
-
-    @property
-    def row_pitch_bytes(self) -> int:
-        """Shared bytes from one pixel's row to the next: the row, padded to the swizzle span [derived from tiled]."""
-        return max(self.row_bytes, self.swizzle_span_bytes)
-
-    @property
-    def expect_tx_bytes(self) -> int:
-        """Bytes one load completes: every pixel's channels, filled ones included [derived]."""
-        return self.pixels_per_column * self.row_bytes
-
-    @property
-    def smem_bytes(self) -> int:
-        return self.pixels_per_column * self.row_pitch_bytes
-
     def tma_params(self) -> Im2colParams:
         return self._params(Im2colParams, to_tma_order(self.strides_bytes)[1:],
                             lower_corner=to_tma_order(self.lower_corner), upper_corner=to_tma_order(self.upper_corner),
@@ -179,21 +154,15 @@ class Im2colSpec(MapGeometry):
 
     # ---- checks
     def validate(self, *, smem_limit: int | None = None) -> Im2colSpec:
-        from .im2col_rules import validate_im2col
-
         errors = validate_im2col(self, smem_limit=smem_limit)
         if errors:
             raise errors[0]
         return self
 
     def is_valid(self, *, smem_limit: int | None = None) -> bool:
-        from .im2col_rules import validate_im2col
-
         return not validate_im2col(self, smem_limit=smem_limit)
 
     def describe(self) -> str:
-        from .im2col_rules import describe_im2col
-
         return describe_im2col(self)
 
     def __str__(self) -> str:
@@ -212,9 +181,3 @@ def conv_corners(filter_size, padding=0, dilation=1) -> tuple[tuple[int, ...], t
     pad = _ints([padding] * n if isinstance(padding, int) else padding, "padding")
     dil = _ints([dilation] * n if isinstance(dilation, int) else dilation, "dilation")
     return tuple(-p for p in pad), tuple(p - (k - 1) * d for p, k, d in zip(pad, f, dil))
-
-
-def spatial_name(spec: Im2colSpec, i: int) -> str:
-    names = SPATIAL_NAMES.get(spec.rank - 2)
-    return f"{names[i]} (axis {i + 1})" if names and i < len(names) else f"spatial axis {i}"
-

@@ -11,7 +11,8 @@ from typing import cast
 
 import numpy as np
 
-from ..runtime.driver import Resource
+from ..runtime.driver import Resource, ScratchBuffers
+from ..runtime.status import StatusBuffer
 from . import oracle
 from .encode import TensorMap, encode_tiled
 from .spec import TensorMapSpec
@@ -49,9 +50,7 @@ class ImageProbe(Resource):
     KERNEL = PROBE_KERNEL
 
     def __init__(self):
-        from ..runtime.driver import ScratchBuffers
         from ..runtime.kernel import load_module
-        from ..runtime.status import StatusBuffer
 
         self.kernel = load_module(self.SOURCE).kernel(self.KERNEL)
         self.status = StatusBuffer()

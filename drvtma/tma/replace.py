@@ -22,22 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TensorMapError, as_int
-from .dtypes import (
-    BFLOAT16,
-    FLOAT16,
-    FLOAT32,
-    FLOAT32_FTZ,
-    FLOAT64,
-    INT32,
-    INT64,
+from . import decode as D
+from .dtypes import (  # noqa: F401 (PTX_ELEMTYPE, DTYPE_OF_PTX_ELEMTYPE: still importable from here)
+    DTYPE_OF_PTX_ELEMTYPE,
+    PTX_ELEMTYPE,
     TF32_DTYPES,
     TF32_OF,
-    TFLOAT32,
-    TFLOAT32_FTZ,
-    UINT8,
-    UINT16,
-    UINT32,
-    UINT64,
     tma_dtype,
 )
 from .im2col_spec import Im2colSpec
@@ -48,10 +38,6 @@ FIELDS = ("global_address", "rank", "box_dim", "global_dim", "global_stride", "e
 ORD_FIELDS = frozenset({"box_dim", "global_dim", "global_stride", "element_stride"})
 IMMEDIATE_FIELDS = frozenset({"elemtype", "interleave", "swizzle", "fill"})  # PTX wants an immediate value
 
-# PTX ISA, Table "Tensormap new_val validity" (sm_90 part): element type -> PTX code.
-PTX_ELEMTYPE = {UINT8: 0, UINT16: 1, UINT32: 2, INT32: 3, UINT64: 4, INT64: 5, FLOAT16: 6, FLOAT32: 7,
-                FLOAT32_FTZ: 8, FLOAT64: 9, BFLOAT16: 10, TFLOAT32: 11, TFLOAT32_FTZ: 12}
-DTYPE_OF_PTX_ELEMTYPE = {code: dt for dt, code in PTX_ELEMTYPE.items()}
 _RANGES = {"interleave": 3, "swizzle": 4, "fill": 2, "elemtype": 13}
 
 
@@ -250,8 +236,6 @@ def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = No
     clears bit 86; a new global address clears bit 85 (Blackwell's small-tensor bit) with NVRTC 13.5's ptxas, not
     13.0's (`clears_small_tensor_bit`, default `ptxas_clears_small_tensor_bit()`); elemtype 0..10 leaves the tf32
     flag as it was (11 and 12 set it)."""
-    from . import decode as D
-
     if clears_small_tensor_bit is None:
         clears_small_tensor_bit = ptxas_clears_small_tensor_bit()
 

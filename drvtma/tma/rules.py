@@ -4,12 +4,11 @@ what broke with a fix (a TensorMapError). validate_all and encode's fast path bo
 from __future__ import annotations
 
 import math
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from ..errors import Rule, TensorMapError, broken_rules
-from .blackwell_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
 from .dtypes import TmaDtype
-from .spec import (
+from .geometry import (
     DRIVER_BOX_BYTES_LIMIT,
     DRIVER_RULES,
     MAX_BOX,
@@ -24,8 +23,11 @@ from .spec import (
     MapGeometry,
     OobFill,
     Swizzle,
-    TensorMapSpec,
 )
+from .target_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
+
+if TYPE_CHECKING:
+    from .spec import TensorMapSpec
 
 
 def round_up(x: int, m: int) -> int:

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..runtime import driver
+from .encode import encode_tiled
 from .rules import round_up
 from .stores import (
     CHUNK_BYTES,
@@ -77,9 +79,6 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
     """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
     buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
     box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process)."""
-    from ..runtime import driver
-    from .encode import encode_tiled
-
     rng = rng if rng is not None else np.random.default_rng()
     cases = list(cases)
     if check:
@@ -154,8 +153,6 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
 def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None):
     """1D bulk stores, one per CTA: `jobs_spec` is [(dst_offset, nbytes)], non-overlapping. Returns (expected, got)
     over a poisoned destination buffer."""
-    from ..runtime import driver
-
     rng = rng if rng is not None else np.random.default_rng()
     jobs_spec = [(int(o), int(n)) for o, n in jobs_spec]
     for o, n in jobs_spec:

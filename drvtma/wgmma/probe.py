@@ -18,6 +18,7 @@ import numpy as np
 from ..errors import WgmmaError
 from ..runtime.driver import Resource, ScratchBuffers
 from ..tma import oracle as tma_oracle
+from ..tma.encode import encode_tiled
 from ..tma.spec import TensorMapSpec
 from . import oracle, rules
 from .descriptor import SmemDescriptor
@@ -216,8 +217,6 @@ class WgmmaProbe(Resource):
 
     def run(self, group: ProbeGroup, *, unchecked: bool = False, poison: int = 0x7FBADBAD):
         """(cases, 128, N/2) uint32 registers and the region's shared address per case."""
-        from ..tma.encode import encode_tiled
-
         if group.n not in PROBE_NS:
             raise WgmmaError("shape_n", "N", group.n, f"the probe kernels are built for N in {PROBE_NS}")
         if group.region_bytes % 1024 or group.region_bytes > MAX_REGION_BYTES:
