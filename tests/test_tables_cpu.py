@@ -61,8 +61,9 @@ def test_the_capability_table_holds_the_cells_it_held():
 
 
 def test_the_sweep_writes_its_report_through_the_one_writer(tmp_path, monkeypatch):
-    from drvtma.b08 import sweep
     from test_sweep_cpu import synthetic_result
+
+    from drvtma.b08 import sweep
 
     monkeypatch.setattr(sweep, "plot_png", lambda result, path: False)
     written = []
