@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Core costs: cold compile, cache-hit compile, and per-launch host overhead of drvtma against a bare
-cuLaunchKernel with pre-packed arguments and cuda.core's launch, on the same kernel in the same run; then the
-host-cost figures (encode and launch against the bare calls and cuda.core) as one `{"bench": "host"}` line. Prints a
-table and JSON lines."""
+"""Core costs: cold compile, cache-hit compile, and per-launch host overhead of drvtma (its checked launch and its
+prepared launch, `Kernel.prepare`) against a bare cuLaunchKernel with pre-packed arguments and cuda.core's launch, on
+the same kernel in the same run; then the host-cost figures (encode and launch against the bare calls and cuda.core)
+as one `{"bench": "host"}` line. Prints a table and JSON lines."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from drvtma import DeviceBuffer, load_module, synchronize
 from drvtma.runtime import compiler
 from drvtma.runtime.driver import call, cu
 from drvtma.runtime.figures import record_figure
+from drvtma.runtime.launch import LaunchConfig
 from drvtma.runtime.timing import collector_off
 
 
@@ -70,8 +71,11 @@ def _cuda_core_launcher(cubin: bytes, name: str, args: tuple):
 
 def time_launches(batches: int, per_batch: int) -> dict:
     """Host time per launch of the same (pointer, int, float) kernel: bare cuLaunchKernel / cuLaunchKernelEx with
-    pre-packed arguments, cuda.core's launch, drvtma's launch, and drvtma's launch of the same arguments after a
-    tensor map. Each batch is short enough that the launch queue never fills (no device back-pressure)."""
+    pre-packed arguments, cuda.core's launch, drvtma's launch, drvtma's launch of the same arguments after a
+    tensor map, and drvtma's prepared launch (as it is, and with its pointer changed at every call). Each batch is
+    short enough that the launch queue never fills (no device back-pressure)."""
+    import itertools
+
     import numpy as np
 
     from drvtma.tma.encode import encode_tiled
@@ -79,7 +83,7 @@ def time_launches(batches: int, per_batch: int) -> dict:
 
     mod = load_module("runtime/launch_cost.cu")
     plain, with_map = mod.kernel("plain_args"), mod.kernel("map_args")
-    buf = DeviceBuffer(1 << 16)
+    buf, other = DeviceBuffer(1 << 16), DeviceBuffer(1 << 16)
     tmap = encode_tiled(TensorMapSpec.create("float32", (64, 256), (8, 32)), buf)
     args = (buf, 0, 1.0)  # n = 0: the kernel does nothing, so only launch costs show
     plain.launch(*args, grid=1, block=32)
@@ -93,6 +97,17 @@ def time_launches(batches: int, per_batch: int) -> dict:
 
     def drvtma_map_launch():
         with_map.launch(tmap, *args, grid=1, block=32)
+
+    prepared = plain.prepare(LaunchConfig.make(1, 32), *args)  # checked in full here, once
+    prepared()
+    swapped = plain.prepare(LaunchConfig.make(1, 32), *args)
+    next_args = itertools.cycle([(other, 0, 1.0), args]).__next__
+
+    def drvtma_prepared_launch():  # the same arguments: cuLaunchKernelEx with the pre-packed buffer and config
+        prepared()
+
+    def drvtma_prepared_refresh():  # the pointer changes at every call: one argument checked and rewritten
+        swapped(*next_args())
 
     packer = plain.packer
 
@@ -115,7 +130,8 @@ def time_launches(batches: int, per_batch: int) -> dict:
 
     paths = {"bare_cuLaunchKernel": bare_launch, "checked_cuLaunchKernel": checked_launch,
              "bare_cuLaunchKernelEx": bare_launch_ex, "drvtma_launch": drvtma_launch,
-             "drvtma_map_launch": drvtma_map_launch, "drvtma_pack": drvtma_pack}
+             "drvtma_map_launch": drvtma_map_launch, "drvtma_pack": drvtma_pack,
+             "drvtma_prepared_launch": drvtma_prepared_launch, "drvtma_prepared_refresh": drvtma_prepared_refresh}
     if core_launch is not None:
         paths["cuda_core_launch"] = core_launch
     samples = {name: [] for name in paths}
@@ -133,9 +149,13 @@ def time_launches(batches: int, per_batch: int) -> dict:
     results = {f"{name}_us": statistics.median(s) * 1e6 for name, s in samples.items()}
     results["drvtma_over_bare"] = results["drvtma_launch_us"] / results["bare_cuLaunchKernel_us"]
     results["launch_map_over_plain"] = results["drvtma_map_launch_us"] / results["drvtma_launch_us"]
+    results["launch_prepared_over_plain"] = results["drvtma_prepared_launch_us"] / results["drvtma_launch_us"]
     if "cuda_core_launch_us" in results:
         results["launch_over_cuda_core"] = results["drvtma_launch_us"] / results["cuda_core_launch_us"]
+        results["launch_prepared_over_cuda_core"] = (results["drvtma_prepared_launch_us"]
+                                                     / results["cuda_core_launch_us"])
     buf.close()
+    other.close()
     return results
 
 
@@ -161,7 +181,9 @@ def main() -> int:
 
 def host_figures(launch: dict, encode_repeats: int) -> dict:
     """The host-cost targets in one line, encode and launch measured in this process: encode_known_over_bare
-    <= 1.5, encode_new_over_bare <= 3, launch_over_cuda_core <= 1, launch_map_over_plain <= 1.2."""
+    <= 1.5, encode_new_over_bare <= 3, launch_over_cuda_core <= 1, launch_map_over_plain <= 1.2; beside them
+    launch_prepared_over_cuda_core, the prepared launch measured in the same batches (it does strictly less per call
+    than cuda.core's launch: see drvtma.runtime.launch)."""
     import sys
     from pathlib import Path
 
@@ -172,6 +194,7 @@ def host_figures(launch: dict, encode_repeats: int) -> dict:
     out = {"bench": "host", "encode_known_over_bare": enc["encode_known_over_bare"],
            "encode_new_over_bare": enc["encode_new_over_bare"],
            "launch_over_cuda_core": launch.get("launch_over_cuda_core"),
+           "launch_prepared_over_cuda_core": launch.get("launch_prepared_over_cuda_core"),
            "launch_map_over_plain": launch["launch_map_over_plain"],
            "encode_known_over_prebuilt": enc["encode_known_over_prebuilt"],
            "encode_new_over_prebuilt": enc["encode_new_over_prebuilt"],
@@ -180,7 +203,9 @@ def host_figures(launch: dict, encode_repeats: int) -> dict:
            "encode_known_us": enc["encode_known_geometry_us"], "encode_new_us": enc["encode_validated_us"],
            "launch_bare_ex_us": launch["bare_cuLaunchKernelEx_us"], "launch_cuda_core_us":
            launch.get("cuda_core_launch_us"), "launch_drvtma_us": launch["drvtma_launch_us"],
-           "launch_map_us": launch["drvtma_map_launch_us"], "launch_pack_us": launch["drvtma_pack_us"]}
+           "launch_map_us": launch["drvtma_map_launch_us"], "launch_pack_us": launch["drvtma_pack_us"],
+           "launch_prepared_us": launch["drvtma_prepared_launch_us"],
+           "launch_prepared_refresh_us": launch["drvtma_prepared_refresh_us"]}
     if out["launch_over_cuda_core"] is not None and out["launch_over_cuda_core"] > 1.0:
         out["launch_note"] = _launch_note(launch)
     return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}

@@ -87,7 +87,7 @@ SRC = 'extern "C" __global__ void k(int* p) { p[threadIdx.x] = %d; }\n'
 def test_load_module_resolves_a_name_once_per_directory_and_settings(monkeypatch, tmp_path):
     """A launch loop calls load_module each time (B08Runner.kernel does): the second call must not look for the file
     and its target again (0.3 ms that timed launches carried); another directory or DRVTMA_ARCH is looked up anew."""
-    from drvtma.runtime import kernel
+    from drvtma.runtime import module as kernel  # load_module lives in runtime.module (runtime.kernel re-exports it)
 
     class FakeModule:
         closed = False
@@ -439,7 +439,7 @@ def test_an_array_type_is_checked_through_a_view_once_per_position():
 
 
 def test_an_interface_array_is_read_through_its_interface_after_the_first_check(monkeypatch):
-    from drvtma.runtime import kernel
+    from drvtma.runtime import args as kernel  # the packer's address readers live in runtime.args
     from fake_arrays import FakeCAI
 
     checked = []

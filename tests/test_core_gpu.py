@@ -67,6 +67,38 @@ def test_every_argument_after_a_128_byte_map_arrives_intact(core):
     assert got[21].astype(np.int64) == f
 
 
+def test_a_prepared_launch_delivers_what_it_holds_and_what_changed(core):
+    """Kernel.prepare on the GPU: the first launch delivers every argument as an ordinary launch does; a call that
+    changes a scalar, the map and the output pointer delivers the new values and keeps the rest; shared memory above
+    48 KiB is opted in at prepare (scale_add through a 64 KiB launch config)."""
+    from drvtma.runtime.launch import LaunchConfig
+
+    rng = np.random.default_rng()
+    blob, other_blob = Blob(rng), Blob(rng)
+    names = ("map", "a", "b", "c", "d", "e", "f", "out")
+    with DeviceBuffer(22 * 8) as out, DeviceBuffer(22 * 8) as out2:
+        out.fill_u8(0xA5)
+        out2.fill_u8(0xA5)
+        prepared = core.kernel("echo_args").prepare(LaunchConfig.make(1, 32), blob, -5, 2.5, np.int8(-3), 7,
+                                                    np.float32(1.5), -31000, out, names=names)
+        prepared()
+        got = out.download(np.uint64, (22,))
+        assert got[:16].tobytes() == blob.data.tobytes() and got[16].astype(np.int64) == -5
+        prepared(a=123456, map=other_blob, out=out2)
+        got2 = out2.download(np.uint64, (22,))
+        assert got2[:16].tobytes() == other_blob.data.tobytes() and got2[16].astype(np.int64) == 123456
+        assert got2[17].tobytes() == np.float64(2.5).tobytes() and got2[21].astype(np.int64) == -31000
+        assert out.download(np.uint64, (22,)).tobytes() == got.tobytes()  # the first output is left alone
+    n = 4096
+    x = rng.standard_normal(n).astype(np.float32)
+    with DeviceBuffer.from_array(x) as src, DeviceBuffer(4 * n) as dst:
+        k = core.kernel("scale_add")
+        prepared = k.prepare(LaunchConfig.make(n // 256, 256, 64 * 1024), src, dst, n, 1.5, -0.25)
+        prepared()
+        prepared(src, dst, n, 2.0, -0.25)
+        np.testing.assert_array_equal(dst.download(np.float32, (n,)), x * np.float32(2.0) + np.float32(-0.25))
+
+
 def _encode_2d_f32(buf, rows, cols, box_w, box_h):
     return encode_tiled(TensorMapSpec.create("float32", (rows, cols), (box_h, box_w)), buf)
 

@@ -206,3 +206,74 @@ def test_cublaslt_algorithm_fields_are_named_by_nvmaths_enums():
 def test_kernel_names_are_skipped_when_the_setting_says_so(monkeypatch):
     monkeypatch.setenv("DRVTMA_CUBLAS_KERNEL_NAMES", "0")
     assert cublas_mod.kernel_names(lambda: pytest.fail("profiled")) == []
+
+
+def test_closing_releases_plans_workspace_and_handle_even_if_one_fails(lt, monkeypatch):
+    """LtGemm is on the one lifecycle (runtime.driver.Resource): a plan never released, the workspace and the handle
+    are all released by close() though the handle's destroy fails; the error is raised after; a second close and
+    the collector do nothing more."""
+    import gc
+
+    import drvtma.runtime.driver as driver
+
+    closed = []
+
+    class Workspace:  # closes once, as a DeviceBuffer does
+        ptr = 0xD000
+
+        def __init__(self, n):
+            self.n = n
+
+        def close(self):
+            if self.n not in closed:
+                closed.append(self.n)
+
+    monkeypatch.setattr(driver, "DeviceBuffer", Workspace)
+    gemm = LtGemm()
+    handle = gemm.handle
+    gemm.plan(*buffers(), 64, 64, 64, "bfloat16", "bfloat16")  # never released by its caller
+    released = lt.destroy
+
+    def destroy(h):
+        released(h)
+        if h == handle:
+            raise cuBLASLtError(INVALID_VALUE)
+
+    lt.destroy = destroy
+    gemm._finalizer = None  # own the handle again through the failing destroy
+    gemm._own_library(lt.destroy, handle)
+    with pytest.raises(cuBLASLtError):
+        with gemm:
+            pass
+    assert not lt.live and closed == [32 << 20] and gemm.closed
+    gemm.close()
+    del gemm
+    gc.collect()
+    assert closed == [32 << 20]
+
+
+def test_a_plan_refused_halfway_leaks_nothing(lt):
+    """A layout the library refuses after the descriptor and the first layout were made: both released."""
+    gemm = LtGemm()
+    create = lt.matrix_layout_create
+
+    def second_fails(*args):
+        if len([c for c in lt.calls if c[0] == "layout_create"]) == 1:
+            raise cuBLASLtError(INVALID_VALUE)
+        return create(*args)
+
+    lt.matrix_layout_create = second_fails
+    with pytest.raises(cuBLASLtError):
+        gemm.plan(*buffers(), 64, 64, 64, "bfloat16", "bfloat16")
+    gemm.close()
+    assert not lt.live
+
+
+def test_a_released_plan_is_released_once(lt):
+    gemm = LtGemm()
+    launch = gemm.plan(*buffers(), 64, 64, 64, "bfloat16", "bfloat16")
+    launch.release()
+    launch.close()  # the same release: nothing left to do (the fake's destroy refuses a handle twice)
+    gemm.close()
+    gemm.close()
+    assert not lt.live

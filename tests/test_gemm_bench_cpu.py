@@ -63,7 +63,7 @@ class FakeCublas:
         def launch(stream=None):
             _product(a, b, c, m, n, k, dtype, out, alpha)
 
-        launch.release = lambda: None
+        launch.release = launch.close = lambda: None  # a plan's clean-up, under both names (gemm.cublas._Launch)
         return launch
 
     def describe(self):

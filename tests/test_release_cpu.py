@@ -12,8 +12,12 @@ import pytest
 from drvtma.errors import CudaError
 from drvtma.b08.modes import B08Runner
 from drvtma.cluster.probe import MulticastProbe
+from drvtma.fuzz.targets import Session
+from drvtma.gemm.claims import _Operands
+from drvtma.gemm.cublas import LtGemm, TorchGemm
 from drvtma.gemm.launch import BoundGemm
-from drvtma.runtime.driver import DeviceBuffer, Event, Resource, ScratchBuffers, Stream, close_all, released_quietly
+from drvtma.runtime.driver import (DeviceBuffer, Event, LibraryHandle, Resource, ScratchBuffers, Stream, close_all,
+                                   released_quietly)
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
 from drvtma.tma.global_maps import GlobalMapRunner, MapSlots
@@ -104,6 +108,9 @@ COMPOSITES = {
     "LoadProbe": (LoadProbe, lambda a, b: {"scratch": _scratch(a), "status": b}),
     "MulticastProbe": (MulticastProbe, lambda a, b: {"scratch": _scratch(a), "status": b}),
     "B08Runner": (B08Runner, lambda a, b: {"_sums": a, "_flush": None, "status": b}),
+    "LtGemm": (LtGemm, lambda a, b: {"_plans": [a], "workspace": b}),
+    "_Operands": (_Operands, lambda a, b, c, d: {"a": a, "b": b, "ref": c, "c": d}),
+    "Session": (Session, lambda a, b: {"_handles": [a, b]}),
 }
 
 
@@ -121,6 +128,7 @@ def test_every_owner_of_driver_handles_is_on_the_one_lifecycle():
         assert issubclass(cls, Resource) and "__exit__" not in vars(cls) and "__enter__" not in vars(cls)
     for cls, _ in COMPOSITES.values():
         assert issubclass(cls, Resource) and not {"close", "__enter__", "__exit__"} & set(vars(cls))
+    assert issubclass(TorchGemm, Resource) and "close" not in vars(TorchGemm)  # owns nothing; closes like the rest
 
 
 @pytest.mark.parametrize("name", COMPOSITES)
@@ -183,3 +191,99 @@ def test_released_quietly_survives_a_driver_that_is_gone():
         raise RuntimeError("CUDA driver deinitialized")
 
     released_quietly(gone, 1)  # interpreter exit: nothing to raise to
+
+
+class Part(Resource):
+    """A part whose close() succeeds or raises `error`, counting its calls."""
+
+    def __init__(self, error: Exception | None = None):
+        self.error, self.calls = error, 0
+
+    def close(self) -> None:
+        self.calls += 1
+        if self.error is not None and self.calls == 1:
+            raise self.error
+
+
+def test_a_session_closes_every_handle_even_if_one_fails_then_once_only():
+    session = Session({})
+    parts = [session.own(Part()), session.own(Part(RuntimeError("second refused"))), session.own(Part())]
+    with pytest.raises(RuntimeError, match="second refused"):
+        with session:
+            pass
+    assert [p.calls for p in parts] == [1, 1, 1]
+    session.close()  # nothing left: nothing closed again, nothing raised
+    assert [p.calls for p in parts] == [1, 1, 1]
+
+
+def test_a_session_closes_the_last_opened_first():
+    order = []
+    session = Session({})
+    for name in ("buffer", "probe"):
+        part = session.own(Part())
+        part.close = lambda name=name: order.append(name)
+    session.close()
+    assert order == ["probe", "buffer"]
+
+
+def test_claims_operands_close_every_buffer_even_if_cublas_plan_release_fails():
+    ops, fakes = _composite("_Operands", cu.CUresult.CUDA_SUCCESS)
+    released = []
+
+    def plan_close():
+        released.append("plan")
+        raise RuntimeError("cuBLASLt refused")
+
+    ops.launch = type("Plan", (), {"close": staticmethod(plan_close)})()
+    with pytest.raises(RuntimeError, match="cuBLASLt refused"):
+        ops.close()
+    assert released == ["plan"] and [f.calls for f in fakes] == [[1], [2], [3], [4]]
+    ops.launch = None  # as after a plan's release: the buffers are closed already
+    ops.close()
+    assert [f.calls for f in fakes] == [[1], [2], [3], [4]]
+
+
+def test_claims_operands_made_halfway_release_what_was_made(monkeypatch):
+    """A failure while the operands are made (the cuBLAS plan refused) releases the buffers made so far."""
+    import numpy as np
+
+    from drvtma.runtime import driver
+
+    made = []
+
+    def buffer(nbytes):
+        buf = _owner(DeviceBuffer, FakeCall("cuMemFree", cu.CUresult.CUDA_SUCCESS), len(made) + 1)
+        made.append(buf)
+        return buf
+
+    buffer.from_array = lambda arr: buffer(arr.nbytes)
+    monkeypatch.setattr(driver, "DeviceBuffer", buffer)
+
+    class Refusing:
+        def plan(self, *args):
+            raise RuntimeError("no plan")
+
+    with pytest.raises(RuntimeError, match="no plan"):
+        _Operands(Refusing(), "bfloat16", "bfloat16", 8, 8, 8, np.random.default_rng(0), None, 1, 0)
+    assert len(made) == 4 and all(b.closed for b in made)
+
+
+def test_a_library_handle_raises_its_librarys_error_once_and_its_finalizer_drops_it():
+    calls = []
+
+    def destroy(handle):
+        calls.append(handle)
+        raise ValueError(f"cannot destroy {handle}")
+
+    h = LibraryHandle(destroy, 5)
+    with pytest.raises(ValueError, match="cannot destroy 5"):
+        h.close()
+    assert h.closed
+    h.close()
+    del h
+    gc.collect()
+    assert calls == [5]
+    g = LibraryHandle(destroy, 6)
+    del g
+    gc.collect()  # the finalizer: its error dropped, not raised
+    assert calls == [5, 6]

@@ -364,15 +364,9 @@ def run_sweep(cfg: SweepConfig, *, progress=sys.stderr) -> SweepResult:
 
 
 def write_outputs(result: SweepResult, out_dir, stem: str = "sweep") -> list:
-    """CSV, Markdown and (with matplotlib) PNG under out_dir; returns the paths written."""
-    from pathlib import Path
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{stem}.csv", out / f"{stem}.md"]
-    paths[0].write_text(csv_text(result))
-    paths[1].write_text(markdown_text(result))
-    png = out / f"{stem}.png"
+    """CSV and Markdown (figures.write_report) and, with matplotlib, PNG under out_dir; returns the paths written."""
+    paths = list(figures.write_report(out_dir, stem, csv_text(result), markdown=markdown_text(result)))
+    png = paths[0].with_suffix(".png")
     if plot_png(result, png):
         paths.append(png)
     return paths

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DrvtmaError
-from ..runtime.figures import csv_text
+from ..runtime.figures import csv_text, table_text
 from ..runtime.status import StatusBuffer
 from ..tma.encode import encode_tiled
 from ..tma.spec import TensorMapSpec
@@ -78,11 +78,9 @@ class BenchResult:
                "own L2 GB/s", "mcast L2 GB/s"]
 
     def text(self) -> str:
-        from tabulate import tabulate
-
         pays = ", ".join(f"{t // 1024} KiB tiles: {'k = ' + str(k) if k else 'never'}"
                          for t, k in self.pays_from().items())
-        return (tabulate(self.rows(), headers=self.HEADERS, tablefmt="github") +
+        return (table_text(self.HEADERS, self.rows(), numparse=True) +
                 f"\n\n{self.ctas} CTAs per launch, {THREADS} threads each, {self.stages} stages; tensor {self.tensor_bytes >> 20} "
                 f"MiB of uint32.\nmulticast pays (>= {PAYS_MARGIN:.2f}x) from: {pays}")
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ArgumentError, UnknownNameError
+from ..runtime.driver import Resource
 from ..tma.spec import SWIZZLE_SPAN_BYTES
 
 if TYPE_CHECKING:
@@ -94,9 +95,11 @@ def spec_labels(spec) -> dict:
             "fill": fill.name.lower() if hasattr(fill, "name") else str(fill)}
 
 
-class Session:
+class Session(Resource):
     """What a target's `session` opens: `check(cases)` runs `check_one` on each (override `check` to batch them),
-    `timing` adds up the seconds (and counts) of each part, `own(handle)` closes a handle with the session."""
+    `timing` adds up the seconds (and counts) of each part, `own(handle)` closes a handle with the session. On the one
+    lifecycle (runtime.driver.Resource): close() closes every owned handle, the last opened first, even if one fails
+    (then raises the first error); a second close does nothing; a with-block closes."""
 
     def __init__(self, options: dict, fake: bool = False):
         self.options, self.fake = options, fake
@@ -108,15 +111,10 @@ class Session:
         self._handles.append(handle)
         return handle
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self) -> None:
-        while self._handles:  # the last opened first (a probe before the buffer it reads)
-            self._handles.pop().close()
+    def _parts(self) -> tuple:
+        handles = tuple(reversed(self._handles))  # the last opened first (a probe before the buffer it reads)
+        self._handles.clear()  # closed now: a second close has nothing left
+        return handles
 
     def check(self, cases) -> list[Outcome]:
         return [self.check_one(case) for case in cases]

@@ -10,11 +10,13 @@ values the kernel refuses are listed with their rule. Output: a table, gemm-clai
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import GemmError
+from ..runtime.driver import Resource, close_all
 from ..runtime.figures import csv_text, table_text
 from ..runtime.figures import record_figure as record
 from .config import GemmConfig
@@ -76,10 +78,22 @@ class ClaimPoint:
         return bool(np.isfinite(self.tflops))
 
 
-class _Operands:
-    """One input type's A, B, cuBLAS's C (the reference) and a C for the configurations, on the device."""
+class _Operands(Resource):
+    """One input type's A, B, cuBLAS's C (the reference) and a C for the configurations, on the device, with
+    cuBLAS's plan: close() releases every one even if another fails (a failure while they are made releases those
+    made so far)."""
+
+    launch = None  # cuBLAS's plan (None: cuBLAS cannot, or not planned yet)
 
     def __init__(self, cublas, dtype: str, out_dtype: str, m: int, n: int, k: int, rng, flush, runs, warmups):
+        try:
+            self._make(cublas, dtype, out_dtype, m, n, k, rng, flush, runs, warmups)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the error that stopped it is the one to see
+                self.close()
+            raise
+
+    def _make(self, cublas, dtype: str, out_dtype: str, m: int, n: int, k: int, rng, flush, runs, warmups):
         from ..runtime.driver import DeviceBuffer
         from ..runtime.timing import time_launches
 
@@ -106,11 +120,8 @@ class _Operands:
         self.reference = self.ref.download(self.out, (m, n))
         self.cublas_ms = time_launches(self.launch, runs=runs, warmups=warmups, flush=flush).median
 
-    def close(self) -> None:
-        if self.launch is not None:
-            self.launch.release()
-        for buf in (self.a, self.b, self.ref, self.c):
-            buf.close()
+    def _parts(self) -> tuple:
+        return tuple(getattr(self, name, None) for name in ("launch", "a", "b", "ref", "c"))
 
 
 def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, flush_l2: bool = True,
@@ -163,12 +174,8 @@ def run_claims(*, shape=(8192, 8192, 8192), runs: int = 10, warmups: int = 2, fl
                 if progress is not None:
                     print(_row(point), file=progress, flush=True)
     finally:
-        for ops in operands.values():
-            ops.close()
-        if flush_buf is not None:
-            flush_buf.close()
         desc = cublas.describe()
-        cublas.close()
+        close_all((*operands.values(), flush_buf, cublas))  # every one, even if one fails
     return ClaimsResult(shape, points, desc, smi_before, read_smi(), runs, flush_l2)
 
 

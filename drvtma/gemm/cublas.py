@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import settings
 from ..errors import DrvtmaError
-from ..runtime.driver import call, cu
+from ..runtime.driver import LibraryHandle, Resource, call, close_all, cu
 
 WORKSPACE_BYTES = 32 << 20  # the cuBLAS docs' recommendation for Hopper
 HEURISTICS = 8  # algorithms asked of the heuristic; the first is used
@@ -28,10 +28,12 @@ CUDA_TYPES = {"float32": "CUDA_R_32F", "float16": "CUDA_R_16F", "bfloat16": "CUD
 
 
 class _Launch(Protocol):
-    """What a plan returns: launch(stream=None), a function carrying what must outlive it and its clean-up."""
+    """What a plan returns: launch(stream=None), a function carrying what must outlive it and its clean-up
+    (`release`, also called `close` so the plan is a part of its owner's lifecycle; a second call does nothing)."""
 
     keep: tuple
     release: Callable[[], None]
+    close: Callable[[], None]
 
     def __call__(self, stream=None) -> None: ...
 
@@ -87,9 +89,11 @@ def _attribute(value, dtype) -> np.ndarray:
     return np.array([value], np.dtype(dtype))
 
 
-class LtGemm:
+class LtGemm(Resource):
     """cuBLASLt through nvmath.bindings.cublasLt (nvmath-python >= 1.0: its enums, MatmulHeuristicResult and
-    cuBLASLtError): one handle, a plan per problem (heuristic #0, 32 MiB workspace)."""
+    cuBLASLtError): one handle, a plan per problem (heuristic #0, 32 MiB workspace). On the one lifecycle
+    (runtime.driver.Resource): close() releases the plans not yet released, the workspace and the handle, every one
+    even if another fails; a second close does nothing; the collector releases what is never closed."""
 
     backend = "cublasLt (nvmath-python)"
 
@@ -103,7 +107,9 @@ class LtGemm:
         context()
         self.lt, self.cublas = lt, cublas
         self.types = {name: getattr(nvmath.CudaDataType, code) for name, code in CUDA_TYPES.items()}
+        self._plans: list[LibraryHandle] = []  # the descriptors and layouts of every plan (released ones skipped)
         self.handle = lt.create()
+        self._own_library(lt.destroy, self.handle)
         self.workspace = DeviceBuffer(WORKSPACE_BYTES)
         self.version = f"cuBLASLt {lt.get_version()}, nvmath-python {nvmath.__version__}"
         self.algo = "not planned yet"
@@ -112,20 +118,23 @@ class LtGemm:
         """A launch() of C = alpha A . B^T on device buffers a [m, k], b [n, k], c [m, n]. CublasUnsupported when
         cuBLASLt has no kernel for it; its other errors (cuBLASLtError) pass through."""
         lt = self.lt
+        self._plans = [h for h in self._plans if not h.closed]
+        handles: list[LibraryHandle] = []  # every descriptor and layout, owned from the moment it exists
         try:
-            desc, la, lb, lc = self._describe(m, n, k, dtype, out_dtype)
             try:
+                desc, la, lb, lc = self._describe(m, n, k, dtype, out_dtype, handles)
                 algo = self._heuristic(desc, la, lb, lc)
             except BaseException:
-                self._release(desc, la, lb, lc)
+                close_all(handles)
                 raise
         except lt.cuBLASLtError as exc:
             if exc.status != self.cublas.Status.NOT_SUPPORTED:
                 raise
             raise CublasUnsupported(f"cuBLASLt cannot do {dtype}->{out_dtype} {m}x{n}x{k} "
                                     "(CUBLAS_STATUS_NOT_SUPPORTED)") from exc
+        self._plans += handles
         alpha_h, beta_h = np.array([alpha], np.float32), np.array([0.0], np.float32)
-        keep = (desc, la, lb, lc, algo, alpha_h, beta_h)  # alive as long as the launch
+        keep = (*handles, algo, alpha_h, beta_h)  # alive as long as the launch
         ws_ptr = self.workspace.ptr
 
         def launch(stream=None):
@@ -134,13 +143,19 @@ class LtGemm:
 
         planned = cast(_Launch, launch)  # the same function: mypy types no attributes set on one
         planned.keep = keep
-        planned.release = lambda: self._release(desc, la, lb, lc)
+        planned.release = planned.close = lambda: close_all(handles)
         return planned
 
-    def _describe(self, m: int, n: int, k: int, dtype: str, out_dtype: str):
-        """The operation (fp32 compute, "TN") and the layouts of B, A and C: see the module's Layout."""
+    def _describe(self, m: int, n: int, k: int, dtype: str, out_dtype: str, handles: list):
+        """The operation (fp32 compute, "TN") and the layouts of B, A and C: see the module's Layout. Each is
+        appended to `handles` as it is made, so a failure later leaks none."""
         lt, cublas, types = self.lt, self.cublas, self.types
-        desc = lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32F, types["float32"])
+
+        def owned(handle, destroy):
+            handles.append(LibraryHandle(destroy, handle))
+            return handle
+
+        desc = owned(lt.matmul_desc_create(cublas.ComputeType.COMPUTE_32F, types["float32"]), lt.matmul_desc_destroy)
         attrs = [(lt.MatmulDescAttribute.TRANSA, cublas.Operation.T),
                  (lt.MatmulDescAttribute.TRANSB, cublas.Operation.N)]
         if dtype.startswith("float8"):  # the same accumulation as drvtma's kernel: see FP8_ACCUMULATION
@@ -149,9 +164,10 @@ class LtGemm:
             v = _attribute(value, lt.get_matmul_desc_attribute_dtype(attr))
             lt.matmul_desc_set_attribute(desc, attr, v.ctypes.data, v.itemsize)
         in_t, out_t = types[dtype], types[out_dtype]
-        la = lt.matrix_layout_create(in_t, k, n, k)  # B's buffer seen as K x N column-major, transposed
-        lb = lt.matrix_layout_create(in_t, k, m, k)  # A's buffer seen as K x M column-major
-        lc = lt.matrix_layout_create(out_t, n, m, n)  # C row-major M x N = column-major N x M
+        destroy = lt.matrix_layout_destroy
+        la = owned(lt.matrix_layout_create(in_t, k, n, k), destroy)  # B's buffer seen as K x N column-major, transposed
+        lb = owned(lt.matrix_layout_create(in_t, k, m, k), destroy)  # A's buffer seen as K x M column-major
+        lc = owned(lt.matrix_layout_create(out_t, n, m, n), destroy)  # C row-major M x N = column-major N x M
         return desc, la, lb, lc
 
     def _heuristic(self, desc, la, lb, lc):
@@ -189,22 +205,14 @@ class LtGemm:
             parts.append(f"{name.lower()} {int(buf[0])}{_enum_name(lt, name, int(buf[0]))}")
         return "heuristic #0: " + ", ".join(parts)
 
-    def _release(self, desc, *layouts) -> None:
-        self.lt.matmul_desc_destroy(desc)
-        for layout in layouts:
-            self.lt.matrix_layout_destroy(layout)
-
     def describe(self) -> str:
         return f"{self.backend}: {self.version}; {self.algo}"
 
-    def close(self) -> None:
-        if self.handle:
-            self.lt.destroy(self.handle)
-            self.handle = 0
-        self.workspace.close()
+    def _parts(self) -> tuple:
+        return (*self._plans, getattr(self, "workspace", None))
 
 
-class TorchGemm:
+class TorchGemm(Resource):
     """PyTorch's cuBLAS on torch tensors that hold copies of drvtma's operands (torch cannot wrap a raw bf16
     pointer); the result is copied back into drvtma's C after each verified call, not in timed ones."""
 
@@ -268,14 +276,11 @@ class TorchGemm:
         planned = cast(_TorchLaunch, launch)  # the same function: mypy types no attributes set on one
         planned.copy_back = copy_back
         planned.keep = (ta, tb, tc)
-        planned.release = lambda: None
+        planned.release = planned.close = lambda: None  # torch's allocator owns the copies
         return planned
 
     def describe(self) -> str:
         return f"{self.backend}: {self.version}; {self.algo}"
-
-    def close(self) -> None:
-        pass
 
 
 def kernel_names(run) -> list[str]:

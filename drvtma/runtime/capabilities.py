@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass, replace
 
 from ..errors import ArgumentError, CapabilityError
+from .figures import table_text
 
 GENERIC_TARGET = "compute_90"  # sm_90 SASS, and PTX the driver JIT-compiles on any newer GPU
 
@@ -195,10 +196,9 @@ def markdown() -> str:
     cols = ("tma", "clusters", "multicast", "wgmma", "setmaxnreg", "tensormap_replace", "tcgen05", "gather4",
             "scatter4", "subbyte_maps", "swizzle_atoms", "swizzle_96b")
     head = ["compute capability", "GPUs", "target", *cols, "shared memory / block", "cluster max"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for a in ARCHS.values():
         marks = ["yes*" if dict(a.caveats).get(c) and c in a.features else "yes" if c in a.features else "-"
                  for c in cols]
-        lines.append("| " + " | ".join([a.sm, a.example, a.target, *marks, f"{a.smem_per_block_optin} B",
-                                        str(a.cluster_max)]) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([a.sm, a.example, a.target, *marks, f"{a.smem_per_block_optin} B", str(a.cluster_max)])
+    return table_text(head, rows) + "\n"

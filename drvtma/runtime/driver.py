@@ -72,13 +72,25 @@ def released_quietly(fn, *args) -> None:
         pass
 
 
+class LibraryCall:
+    """The release call of a library other than the driver (cuBLASLt's destroy, ...): it raises its own error and
+    returns no status, so `release` runs it as it is, where a driver call goes through `call`."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", repr(fn))
+
+    def __call__(self, *args) -> None:
+        self.fn(*args)
+
+
 def release(finalizer: weakref.finalize) -> None:
-    """Explicit close: run the finalizer's driver call now, checked (CudaError on failure); once only, and the
-    finalizer will not run again."""
+    """Explicit close: run the finalizer's driver call now, checked (CudaError on failure; a library's call raises
+    its own error); once only, and the finalizer will not run again."""
     info = finalizer.detach()
     if info is not None:
         _, _, (fn, *args), _ = info
-        call(fn, *args)
+        fn(*args) if isinstance(fn, LibraryCall) else call(fn, *args)
 
 
 def close_all(resources) -> None:
@@ -100,13 +112,19 @@ class Resource:
     """An owner of driver handles: close() releases them now, checked (CudaError names the failing call, after
     everything else was released), and a second close does nothing; a with-block closes; what is never closed is
     released quietly by the garbage collector or at interpreter exit. A handle's owner calls `_own(fn, handle)`; an
-    owner of other resources names them in `_parts()` (closed before its own handle)."""
+    owner of other resources names them in `_parts()` (closed before its own handle); a handle of another library
+    (cuBLASLt, ...) is owned through `_own_library`, or held as a `LibraryHandle` part."""
 
     _finalizer: weakref.finalize | None = None
 
     def _own(self, fn, *args) -> None:
         """Release with the driver call fn(*args): checked at close(), quiet from the collector or at exit."""
         self._finalizer = weakref.finalize(self, released_quietly, fn, *args)
+
+    def _own_library(self, fn, *args) -> None:
+        """Release with a library's call fn(*args) that raises its own error (cuBLASLt's destroy, ...): raised at
+        close(), dropped from the collector or at exit."""
+        self._own(LibraryCall(fn), *args)
 
     def _parts(self) -> tuple:
         """The resources this one owns (None: not made), asked by close(): they are released with it."""
@@ -126,6 +144,15 @@ class Resource:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class LibraryHandle(Resource):
+    """One handle of a library other than the driver (a cuBLASLt descriptor, ...), released by `fn(handle)`, which
+    raises its own error: on the one lifecycle like any driver handle (close_all over several leaks none)."""
+
+    def __init__(self, fn, handle):
+        self.handle = handle
+        self._own_library(fn, handle)
 
 
 @dataclass(frozen=True)

@@ -43,11 +43,13 @@ def csv_text(header, rows) -> str:
     return out.getvalue()
 
 
-def table_text(header, rows, fmt: str = "github") -> str:
-    """A table through tabulate, every cell shown as given (no number parsing); "github" is a Markdown table."""
+def table_text(header, rows, fmt: str = "github", *, numparse: bool = False, floatfmt: str = "g") -> str:
+    """A table through tabulate: every report's and command's tables are written here. "github" is a Markdown table,
+    "simple" plain text. Cells are shown as given unless `numparse` (then numbers, also numeric text, align right
+    and floats take `floatfmt`)."""
     from tabulate import tabulate
 
-    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=True)
+    return tabulate(rows, headers=header, tablefmt=fmt, disable_numparse=not numparse, floatfmt=floatfmt)
 
 
 def write_report(out_dir, stem: str, csv: str, *, title: str = "", text: str = "", markdown: str | None = None):

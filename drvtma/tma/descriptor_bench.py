@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..runtime.figures import table_text
 from ..runtime.status import StatusBuffer
 from .encode import encode_tiled
 from .global_maps import MapSlots
@@ -32,12 +33,10 @@ class DescriptorBench:
     blocks: int
 
     def text(self) -> str:
-        from tabulate import tabulate
-
-        dev = tabulate(self.device_rows, headers=["map", "1 load/CTA (us)", f"{self.loads} loads/CTA (us)",
-                                                  "per extra load (us)", "first load vs by-value (us)"],
-                       floatfmt=".2f")
-        host = tabulate(self.host_rows, headers=["launch loop (host + device)", "us per launch"], floatfmt=".2f")
+        dev = table_text(["map", "1 load/CTA (us)", f"{self.loads} loads/CTA (us)", "per extra load (us)",
+                          "first load vs by-value (us)"], self.device_rows, "simple", numparse=True, floatfmt=".2f")
+        host = table_text(["launch loop (host + device)", "us per launch"], self.host_rows, "simple", numparse=True,
+                          floatfmt=".2f")
         return f"device time, {self.blocks} CTAs, one 2-D box of 8 KiB per load\n{dev}\n\n{host}"
 
     def figures(self) -> dict:
