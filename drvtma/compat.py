@@ -51,6 +51,15 @@ def hypothesis_choices_to_bytes():
     return choices_to_bytes
 
 
+def hypothesis_profile_name() -> str | None:
+    """The name of hypothesis' loaded settings profile: `settings.get_current_profile_name()` where hypothesis has it,
+    else the class attribute that method reads (hypothesis 6.80, the lowest the test extra allows, has no method)."""
+    from hypothesis import settings
+
+    get = getattr(settings, "get_current_profile_name", None)
+    return get() if get is not None else settings._current_profile
+
+
 def drvtma_version() -> str:
     """drvtma's own version (what shard reports must share to merge). drvtma/__init__.py has run before any room
     (Python imports the package first), so it is read from there rather than imported: no room imports the top."""

@@ -133,7 +133,9 @@ def test_the_table_agrees_with_ptxas(target):
     assert not disagree, f"{target}: the table says {disagree}, ptxas the opposite"
 
 
-@pytest.mark.parametrize("target", ["sm_90", "sm_100a", "sm_120a"])
+# Hopper in the default run; every family built again per Blackwell target is `-m slow`
+@pytest.mark.parametrize("target", ["sm_90", pytest.param("sm_100a", marks=pytest.mark.slow),
+                                    pytest.param("sm_120a", marks=pytest.mark.slow)])
 def test_each_family_builds_for_the_targets_it_claims_with_its_tma_instructions(target):
     """SASS on every target a family's needs allow (the portable ones everywhere), holding the TMA instructions
     the family claims; a family that cannot be built there refuses by its rule."""

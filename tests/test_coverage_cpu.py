@@ -29,6 +29,7 @@ def _cases(standard):
     return target, options, [build_case(target, options, standard.seed, i)[0] for i in range(standard.examples)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("standard", STANDARD_CAMPAIGNS, ids=lambda s: s.target)
 def test_the_standard_campaign_hits_every_class_enough(standard):
     target, options, cases = _cases(standard)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
@@ -131,6 +132,7 @@ def test_decode_universe_follows_the_rule_tables(monkeypatch):
     assert "rank=2|interleave=B16" in cov_decode.MODEL.universe().classes
 
 
+@pytest.mark.slow
 def test_decode_specs_reach_every_class():
     rng = np.random.default_rng(14)  # the GPU test's stream (its SEED)
     specs = [random_spec(rng) for _ in range(DECODE_SPECS)]

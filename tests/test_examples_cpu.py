@@ -4,6 +4,8 @@ CPU: it exits 0; or 1 where its note says "exit 1" (an example of a broken rule)
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -14,17 +16,30 @@ from pathlib import Path
 import pytest
 
 from drvtma.cli.bench import BENCHMARKS
-from drvtma.cli.main import COMMANDS
+from drvtma.cli.main import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"dtype": "float16", "shape": [64, 64], "box": [64, 64]}
 
 
 def _help(*command: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "drvtma", *command, "--help"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    """`drvtma COMMAND --help` as the command prints it, in this process: collection runs it for every command and
+    benchmark in every pytest-xdist worker, where a Python start per help cost more than the rest of the module.
+    The width is a pipe's (COLUMNS, else 80), as a child process writing to a pipe would see."""
+    out = io.StringIO()
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = columns or "80"
+    try:
+        with contextlib.redirect_stdout(out):
+            try:
+                code = main([*command, "--help"])
+            except SystemExit as exc:
+                code = exc.code
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+    assert code in (0, None), f"drvtma {' '.join(command)} --help: exit {code}"
+    return out.getvalue()
 
 
 def examples(text: str) -> list[tuple[str, str]]:
@@ -60,6 +75,10 @@ def _all_examples() -> list[tuple[str, str]]:
 
 
 ALL = _all_examples()
+# The fuzz campaigns (seconds to tens of seconds each, and the shard reports `fuzz merge` needs) and the audit run
+# with the heavy tests (`-m slow`); every other example is in the default run.
+HEAVY = re.compile(r"^drvtma (fuzz (?!list\b)|audit\b)")
+CASES = [pytest.param(c, n, marks=pytest.mark.slow) if HEAVY.match(c) else (c, n) for c, n in ALL]
 
 
 def test_the_helps_have_examples_and_the_reader_finds_them():
@@ -76,15 +95,24 @@ def folder(tmp_path_factory):
         (d / name).write_text(json.dumps(SPEC))
     (d / "train.py").write_text("print('training')\n")
     (d / "shared").mkdir()
-    for k in range(2):  # `drvtma fuzz merge reports` merges the shard reports in that folder
-        subprocess.run([sys.executable, "-m", "drvtma", "fuzz", "loads", "--fake-device", "--no-db", "--quiet",
-                        "--examples", "16", "--seed", "7", "--shard", f"{k}/2", "--out", str(d / "reports")],
-                       check=True, capture_output=True, cwd=d, timeout=300)
     return d
 
 
-@pytest.mark.parametrize("command, note", ALL, ids=[c[:60] for c, _ in ALL])
+def _shard_reports(d: Path) -> None:
+    """The shard reports `drvtma fuzz merge reports` merges (two fuzz processes: made only for the examples that
+    read them)."""
+    if (d / "reports").is_dir():
+        return
+    for k in range(2):
+        subprocess.run([sys.executable, "-m", "drvtma", "fuzz", "loads", "--fake-device", "--no-db", "--quiet",
+                        "--examples", "16", "--seed", "7", "--shard", f"{k}/2", "--out", str(d / "reports")],
+                       check=True, capture_output=True, cwd=d, timeout=300)
+
+
+@pytest.mark.parametrize("command, note", CASES, ids=[c[:60] for c, _ in ALL])
 def test_every_help_example_runs(command, note, folder):
+    if " reports" in command:
+        _shard_reports(folder)
     if "matplotlib" in note:
         pytest.importorskip("matplotlib", reason="the example draws a PNG (the plot extra)")
     argv = command.replace("/shared", str(folder / "shared")).split(" ", 1)[1]

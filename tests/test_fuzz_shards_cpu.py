@@ -228,6 +228,7 @@ def test_xdist_workers_get_gpus_round_robin(monkeypatch):
     assert pin_xdist_worker() == "5" and os.environ["CUDA_VISIBLE_DEVICES"] == "5"
 
 
+@pytest.mark.slow
 def test_the_xdist_recipe_gives_each_worker_a_gpu_and_one_database(tmp_path):
     pytest.importorskip("xdist", reason="pytest-xdist is not installed")
     line = re.search(r"^pytest -n (\d+) tests/$", RECIPES, re.M)
@@ -277,6 +278,7 @@ def _blocks(language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", RECIPES, re.S)
 
 
+@pytest.mark.slow
 def test_the_slurm_recipe_merges_to_the_unsharded_campaign(tmp_path):
     script = next(b for b in _blocks("bash") if "#SBATCH --array=0-3" in b)
     merge = next(b for b in _blocks("bash") if "#SBATCH" in b and "drvtma fuzz merge" in b)
@@ -296,6 +298,7 @@ def _k8s_command(manifest: str, job: str) -> str:
     return command[2]
 
 
+@pytest.mark.slow
 def test_the_kubernetes_recipe_merges_to_the_unsharded_campaign(tmp_path):
     fuzz, merge = _blocks("yaml")[:2]
     assert re.search(r"completionMode: Indexed\n\s+completions: 4\n\s+parallelism: 4", fuzz)

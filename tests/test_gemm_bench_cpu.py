@@ -278,6 +278,7 @@ def test_ring_profile_reads_clock_issue_rate_stalls_and_tail():
     assert s["bench"] == "gemm_profile" and s["tiles_per_cta"] == [1, 2] and "MHz" in prof.text()
 
 
+@pytest.mark.slow
 def test_profile_build_compiles_with_its_counters_and_the_plain_one_without():
     from drvtma.runtime.compiler import compile_cubin
     from drvtma.runtime import sass

@@ -72,7 +72,14 @@ CONFIGS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CONFIGS), ids=str)
+# One NVRTC build of the GEMM per configuration (seconds each, 40 of them): the default run builds one of each kind
+# (dtype, mma.sync, cluster, stream-K, ping-pong, swapped, staging); the others are `-m slow`.
+FAST_CONFIGS = ("bf16", "e4m3", "mma.sync", "cluster 2", "stream-K", "ping-pong 128x128", "swapped 64x16",
+                "whole-tile staging")
+
+
+@pytest.fixture(scope="module", params=[n if n in FAST_CONFIGS else pytest.param(n, marks=pytest.mark.slow)
+                                        for n in sorted(CONFIGS)], ids=str)
 def built(request):
     cfg = CONFIGS[request.param]
     return cfg, compile_gemm(cfg)
@@ -158,8 +165,8 @@ def test_kernel_resources_reads_registers_of_the_named_kernel(built):
         kernel_resources(cubin, "no_such_kernel")
 
 
-@pytest.mark.parametrize("name", ["bf16", "swizzle none", "e4m3 swizzle 64B", "1 consumer 2 atoms", "f16->f32",
-                                  "mma.sync", "mma.sync f16 128x128 64B", "mma.sync swizzle none"])
+@pytest.mark.parametrize("name", ["bf16", "e4m3 swizzle 64B", *(pytest.param(n, marks=pytest.mark.slow) for n in (
+    "swizzle none", "1 consumer 2 atoms", "f16->f32", "mma.sync", "mma.sync f16 128x128 64B", "mma.sync swizzle none"))])
 def test_descriptors_read_the_right_elements_of_every_stage(name):
     """The compiled-in descriptors, moved per consumer and stage as the kernel moves them, over TMA images of
     ragged operands (zero fill past every edge): the float64 sums equal A . B^T exactly."""
@@ -331,6 +338,7 @@ def test_l2_promotion_reaches_the_a_and_b_maps_only():
     assert shape.a_spec(GemmConfig(bm=128, bn=128)).l2_promotion == L2Promotion.NONE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", sorted(CLAIMS))
 def test_every_claim_value_compiles_or_is_refused_by_its_rule(claim):
     """Each claim of the async tensor-core article is one field: every value builds a kernel with the instructions it claims, or names
@@ -347,6 +355,7 @@ def test_every_claim_value_compiles_or_is_refused_by_its_rule(claim):
 
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(tiles=st.integers(1, 600), kblocks=st.integers(1, 140), ctas=st.integers(1, 140))
 def test_streamk_split_covers_every_k_block_once_and_owners_wait_only_upward(tiles, kblocks, ctas):

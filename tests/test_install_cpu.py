@@ -55,13 +55,39 @@ def test_pyproject_pins_what_the_code_imports():
     assert deps["cuda-bindings"].replace(" ", "") == "cuda-bindings>=13.0,<14"
     assert deps["nvidia-cuda-nvrtc"].replace(" ", "") == "nvidia-cuda-nvrtc>=13.0,<14"
     assert deps["nvidia-cuda-nvdisasm"].replace(" ", "") == "nvidia-cuda-nvdisasm>=13.2,<14"
-    assert deps["cuda-core"].startswith("cuda-core>=0.5")  # cuda.core.utils.StridedMemoryView.from_dlpack
+    assert deps["cuda-core"].startswith("cuda-core>=0.7")  # TensorMapDescriptorOptions, bf16 StridedMemoryViews
     assert "cuda-python" not in deps
     assert config["project"]["license"] == "Apache-2.0"
     assert not any(c.startswith("License ::") for c in config["project"].get("classifiers", []))
     assert config["build-system"]["requires"] == ["setuptools>=77"]
     extras = " ".join(d for ds in config["project"]["optional-dependencies"].values() for d in ds)
     assert "cuda" not in extras, "CUDA packages belong in the main dependencies: a bare install must run them"
+
+
+def test_the_lower_bounds_ci_installs_are_pyprojects():
+    """.ci/lowest.txt (what CI's lower-bounds step installs) pins every dependency, and hypothesis of the test
+    extra, at a release of its lower bound: raising a bound without the pin (or the reverse) fails here."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    wanted = [*config["project"]["dependencies"],
+              *(d for d in config["project"]["optional-dependencies"]["test"] if d.startswith("hypothesis"))]
+    bounds = {}
+    for dep in wanted:
+        m = re.match(r"^([A-Za-z0-9_.-]+)\s*>=\s*([0-9.]+)", dep)
+        assert m, f"{dep}: every dependency needs a lower bound (>=) for CI to install"
+        bounds[m.group(1).lower().replace("_", "-")] = m.group(2)
+    pins = {}
+    for line in (ROOT / ".ci" / "lowest.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pins[name.strip().lower().replace("_", "-")] = version.strip()
+    assert set(pins) == set(bounds), f"pinned {sorted(pins)}, bounded {sorted(bounds)}"
+    for name, low in bounds.items():
+        assert pins[name] == low or pins[name].startswith(low + "."), f"{name}: bound {low}, CI installs {pins[name]}"
 
 
 # --------------------------------------------------------------------------------------- the plugin, no hypothesis
@@ -119,9 +145,10 @@ def test_profiles_load_with_hypothesis():
     pytest.importorskip("hypothesis")
     from hypothesis import settings
 
+    from drvtma.compat import hypothesis_profile_name
     from drvtma.testing.plugin import load_profile
 
-    before = settings.get_current_profile_name()
+    before = hypothesis_profile_name()
     try:
         assert load_profile("gpu-long") == "drvtma-gpu-long"
         assert settings.default.max_examples == 2000 and settings.default.deadline is None

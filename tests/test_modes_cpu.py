@@ -70,13 +70,13 @@ def test_roof_read_kernel_uses_16_byte_loads():
     assert any(op.startswith("LDG") and ".128" in op for op in ops), sorted(ops)
 
 
-@pytest.mark.parametrize("threads", [32, 96, 512, 992])
+@pytest.mark.parametrize("threads", [32, *(pytest.param(t, marks=pytest.mark.slow) for t in (96, 512, 992))])
 def test_kernels_compile_for_other_block_sizes(threads):
     for source in ("b08/b08_modes.cu", "b08/pipelines.cu"):
         assert compiler.compile_cubin(source, defines={"B08_THREADS": threads})
 
 
-@pytest.mark.parametrize("threads", [32, 256, 512])
+@pytest.mark.parametrize("threads", [256, *(pytest.param(t, marks=pytest.mark.slow) for t in (32, 512))])
 def test_ring_kernels_compile_with_warp_owned_tiles(threads):
     cfg = ModeConfig("ws", threads=threads, split="warp")
     assert cfg.defines()["B08_WARP_TILES"] == 1
@@ -85,6 +85,7 @@ def test_ring_kernels_compile_with_warp_owned_tiles(threads):
         assert "UBLKCP.S.G" in funcs[kernel]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["pipeN", "ws"])
 @pytest.mark.parametrize("split", ["thread", "warp"])
 def test_ring_halves_keep_only_their_half(mode, split):
@@ -147,6 +148,7 @@ def test_floors_cli_takes_the_sweep_options():
     assert not hasattr(args, "flush_l2") and cfg.flush_l2 is False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode,fault", [(m, f) for m, fs in FAULTS_BY_MODE.items() for f in fs])
 def test_broken_variants_compile_and_differ(mode, fault, rings_cubin):
     cfg = ModeConfig(mode, fault=fault, wait_timeout_ns=50_000_000)

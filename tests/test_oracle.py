@@ -67,6 +67,7 @@ def test_box_values_match_the_element_by_element_reference(case):
         assert values[i].tobytes() == _reference_box(spec, g, c)
 
 
+@pytest.mark.slow
 @settings(max_examples=500)
 @given(cases, st.sampled_from([0, 128, 256, 384, 512, 896]))
 def test_image_writes_tx_bytes_inside_the_footprint_and_leaves_the_rest_poisoned(case, box_offset):
@@ -152,6 +153,7 @@ def test_other_4_byte_types_load_their_bits_unchanged(dtype):
     assert (oracle.tma_load_convert(dtype, words) == words).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(st.lists(st.integers(0, (1 << 32) - 1), min_size=1, max_size=64))
 def test_tf32_load_conversion_matches_the_field_by_field_reference(words):
@@ -223,6 +225,7 @@ def test_misaligned_inner_coordinates_are_refused(data):
     assert info.value.rule == "coord_alignment" and "fault" in str(info.value)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(st.data())
 def test_generated_coordinates_are_accepted(data):

@@ -54,6 +54,7 @@ def _run(sim: ring.RingSimulation, data) -> ring.Outcome:
     return sim.run(lambda options: data.draw(st.sampled_from(options)))
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(ring_shapes, st.data())
 def test_correct_ring_consumes_every_tile_once_in_order(shape, data):

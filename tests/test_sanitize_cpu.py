@@ -78,6 +78,7 @@ def _sanitized_kernels() -> set[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_every_kernel_ran_under_the_sanitizer_or_is_listed_as_not_yet():
     """Every kernel in cu/ (wgmma_probe_n* as one: the same code per N) appears in the kernels the last sanitizer
     step loaded (its figure lines in docs/results/gpu-check.md), or in NOT_SANITIZED with the reason."""

@@ -13,6 +13,9 @@ import pytest
 from drvtma.show.scene import PALETTE, WRONG
 from screenshots import README_PICTURES, ROOT, browser, decode_png, failure_example, screenshot, svg_size
 
+# Chromium starts and renders for each picture (seconds each): `-m slow`, with the rest of the heavy tests.
+pytestmark = pytest.mark.slow
+
 PICTURES = ROOT / "docs" / "pictures"
 NS = "{http://www.w3.org/2000/svg}"
 MARKED = {"bf16-16x64-128B-base512": False, "wgmma-B16-wrong-swizzle": True, "load-failure": True}

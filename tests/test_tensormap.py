@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace as dataclasses_replace
 
 import numpy as np
 import pytest
@@ -30,10 +31,46 @@ def test_thirteen_dtypes_with_the_driver_enum_values():
 
 
 @pytest.mark.parametrize("value, name", [("bf16", "bfloat16"), (np.float16, "float16"), ("float8_e4m3", "uint8"),
-                                         (np.int8, "uint8"), ("tf32", "tfloat32"), (7, "float32"),
+                                         (np.int8, "int8"), ("tf32", "tfloat32"), (7, "float32"),
                                          ("CU_TENSOR_MAP_DATA_TYPE_INT64", "int64")])
 def test_dtype_lookup(value, name):
     assert dtypes.tma_dtype(value).name == name
+
+
+@pytest.mark.parametrize("name, signed, carrier_type", [("int8", np.int8, dtypes.UINT8), ("i8", np.int8, dtypes.UINT8),
+                                                        (np.int8, np.int8, dtypes.UINT8),
+                                                        ("int16", np.int16, dtypes.UINT16),
+                                                        (np.int16, np.int16, dtypes.UINT16)])
+def test_int8_and_int16_are_signed_views_of_the_unsigned_map_types(name, signed, carrier_type):
+    """The driver has no signed 8- or 16-bit map type: int8 / int16 are accepted as what they are, a UINT8 / UINT16
+    map whose bytes the load copies unchanged, and the spec, its description and the oracle keep the signed values."""
+    from drvtma.tma import decode, oracle, stores
+
+    spec = TensorMapSpec.create(name, (64, 128), (16, 64), base_address=1 << 20)
+    dt = spec.dtype
+    assert (dt.name, dt.values, dt.is_view) == (np.dtype(signed).name, np.dtype(signed), True)
+    assert dt.map_type is carrier_type and dt.enum == carrier_type.enum and dt == carrier_type
+    assert spec.tma_params().dtype_enum == carrier_type.enum
+    text = spec.describe()
+    assert f"{np.dtype(signed).name} (tensor-map type {carrier_type.enum} = {carrier_type.name.upper()}" in text
+    assert "copy the bytes unchanged" in text and "does not interpret the sign" in text
+    # the map is byte for byte the unsigned one: decoding it gives the map type, equal to the view
+    unsigned = dataclasses_replace(spec, dtype=carrier_type)
+    assert decode.encode_bytes(spec) == decode.encode_bytes(unsigned)
+    assert decode.decode(decode.encode_bytes(spec))[0].dtype == dt
+    assert TensorMapSpec.from_json(json.dumps(spec.to_dict())).dtype.name == dt.name
+    # the oracle: the same bits, read as signed values (bytes 0x80.. are negative)
+    memory = np.arange(spec.extent_bytes, dtype=np.uint64).astype(np.uint8)
+    got = oracle.box_values(spec, memory, [(3, 64)])
+    want = oracle.box_values(unsigned, memory, [(3, 64)])
+    assert got.dtype == np.dtype(signed) and got.tobytes() == want.tobytes() and (got < 0).any()
+    assert np.array_equal(oracle.load_images(spec, memory, [(3, 64)]), oracle.load_images(unsigned, memory, [(3, 64)]))
+    # a store writes the signed values' bytes
+    box = -np.arange(np.prod(spec.loaded_counts), dtype=signed).reshape(spec.loaded_counts)
+    after = memory.copy()
+    stores.apply_store(after, 0, spec, (0, 0), box)
+    assert np.array_equal(after.view(signed).reshape(64, 128)[:16, :64], box)
+    assert TensorMapSpec.for_array(np.zeros((64, 128), signed), (16, 64)).dtype.name == np.dtype(signed).name
 
 
 @pytest.mark.parametrize("value, rule", [(16, "enum"), ("complex64", "enum")])

@@ -247,5 +247,7 @@ def memory_differences(spec: TensorMapSpec, got: np.ndarray, want: np.ndarray, l
 
 
 def expected_boxes(spec: TensorMapSpec, memory: np.ndarray, coords: np.ndarray) -> np.ndarray:
-    """The oracle's boxes for a LoadKernel's case (raw bits)."""
-    return oracle.box_values(spec, memory[GUARD_BYTES:GUARD_BYTES + tensor_region_bytes(spec)], coords)
+    """The oracle's boxes for a LoadKernel's case (raw bits, as `load_result_boxes` gives the kernel's: an int8 /
+    int16 spec's signed values go back to their map type's unsigned bits)."""
+    want = oracle.box_values(spec, memory[GUARD_BYTES:GUARD_BYTES + tensor_region_bytes(spec)], coords)
+    return want.view(spec.dtype.map_type.numpy) if spec.dtype.is_view else want

@@ -118,15 +118,20 @@ def occupancy(kernel, cluster, *, block, shared_mem: int = 0) -> int:
 
 
 def prepare(kernel, cfg, lc) -> tuple[int, int, int] | None:
-    """Check a launch's cluster shape and put it on `lc` (a CUlaunchConfig with no attributes yet)."""
+    """Check a launch's cluster shape and put it on `lc` (a CUlaunchConfig with no attributes yet), unless the
+    kernel's compiled dims apply (then `lc` stays without attributes)."""
     required = required_cluster_dims(kernel)
     dims = check_cluster_shape(cfg.grid, cfg.cluster, non_portable=kernel._cluster_non_portable,
                                required=required)
     if dims is None:
         return None
-    _set_cluster_dims(lc, dims)
+    # A __cluster_dims__ kernel launched with no cluster: the compiled dims apply and the launch names none, but the
+    # occupancy query needs them, so it gets a config of its own. (Emptying lc's attributes after setting them
+    # double-frees them in cuda-bindings before 13.3.0.)
+    query = lc if required is None or cfg.cluster is not None else _copy_shape(lc)
+    _set_cluster_dims(query, dims)
     try:
-        active, why = max_active_clusters(kernel, lc), "says no cluster"
+        active, why = max_active_clusters(kernel, query), "says no cluster"
     except CudaError as exc:  # e.g. CUDA_ERROR_INVALID_CLUSTER_SIZE: the same verdict, with the driver's reason
         active, why = 0, f"fails with {exc.name}: no cluster"
     if active < 1:
@@ -134,6 +139,15 @@ def prepare(kernel, cfg, lc) -> tuple[int, int, int] | None:
                            "use fewer CTAs per cluster, less shared memory or fewer threads per block",
                            f"cuOccupancyMaxActiveClusters {why} of {dims[0] * dims[1] * dims[2]} CTAs with "
                            f"{cfg.shared_mem} B of dynamic shared memory and block {cfg.block} fits on one GPC")
-    if required is not None and cfg.cluster is None:
-        lc.attrs, lc.numAttrs = [], 0  # the compiled dims apply; the launch names none
     return dims
+
+
+def _copy_shape(lc):
+    """A CUlaunchConfig with `lc`'s grid, block, shared memory and stream, and no attributes."""
+    from .driver import cu
+
+    copy = cu.CUlaunchConfig()
+    copy.gridDimX, copy.gridDimY, copy.gridDimZ = lc.gridDimX, lc.gridDimY, lc.gridDimZ
+    copy.blockDimX, copy.blockDimY, copy.blockDimZ = lc.blockDimX, lc.blockDimY, lc.blockDimZ
+    copy.sharedMemBytes, copy.hStream = lc.sharedMemBytes, lc.hStream
+    return copy

@@ -37,6 +37,18 @@ def cuda_error(call_name: str, code) -> CudaError:
     return CudaError(call_name, int(code), name, desc)
 
 
+@functools.cache
+def _libcuda_loads() -> bool:
+    """Whether the driver library can be loaded at all (asked once per process)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 def call(fn, *args):
     """Run a cuda-python driver function; return its value(s), or raise CudaError naming the call."""
     if cu is None:
@@ -45,7 +57,10 @@ def call(fn, *args):
         result = fn(*args)
     except RuntimeError as exc:  # cuda.pathfinder: libcuda.so not found; cuda-bindings 13.0.0: "Failed to dlopen"
         text = str(exc).lower()
-        if "driver" in text or "libcuda" in text or type(exc).__name__ == "DynamicLibNotFoundError":
+        # cuda-bindings 13.0.0 says "Failed to dlopen" once, then 'Function "cuInit" not found' on every later call
+        # in the process: no driver when libcuda cannot be loaded (an old driver lacks a new function, and says so)
+        if ("driver" in text or "libcuda" in text or type(exc).__name__ == "DynamicLibNotFoundError"
+                or (text.startswith("function ") and text.endswith(" not found") and not _libcuda_loads())):
             raise NoGpuError("no CUDA driver on this machine (libcuda.so.1 not found)") from None
         raise
     code, values = result[0], result[1:]

@@ -7,6 +7,11 @@ memory, `smem_bits` per value in shared memory (the 16U4_ALIGN16B / 16U6_ALIGN16
 innermost stride a spec writes for them (the driver never sees it). fp8 (e4m3, e5m2) has no map
 type of its own on sm_90: it travels in uint8 maps, its values as ml_dtypes' float8 types. A tiled load copies bytes
 for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
+
+int8 and int16 have no map type either (the driver has UINT8 and UINT16 only). They are accepted as `INT8` / `INT16`,
+signed views of those map types: the map is UINT8 / UINT16 (`map_type`; CUTLASS loads int8 the same way), loads and
+stores copy the bytes unchanged (TMA never interprets the sign), and the view keeps the name and the int8 / int16
+values, so `describe()` says what the map is and the oracles' elements read as the signed values.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from ..errors import TensorMapError, is_int
 NAN_FILL_HALFWORD = 0x7FF7
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TmaDtype:
-    """One CUtensorMapDataType: its enum value, size, NumPy carrier and whether NaN fill is allowed."""
+    """One CUtensorMapDataType: its enum value, size, NumPy carrier and whether NaN fill is allowed.
+
+    Two TmaDtypes are equal when the driver sees one type (the same enum): a signed view (INT8 on a UINT8 map) finds
+    every table keyed by its map type, and its specs equal the ones decoded from their own encoded bytes."""
 
     name: str
     enum: int
@@ -44,6 +52,24 @@ class TmaDtype:
 
     def __str__(self) -> str:
         return self.name
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, TmaDtype):
+            return NotImplemented
+        return self.enum == other.enum
+
+    def __hash__(self) -> int:
+        return hash(self.enum)
+
+    @property
+    def map_type(self) -> TmaDtype:
+        """The type the driver is given: UINT8 for the int8 view, UINT16 for int16, else this type itself."""
+        return _BY_ENUM[self.enum]
+
+    @property
+    def is_view(self) -> bool:
+        """A name with no map type of its own (int8, int16), carried unchanged in `map_type`'s map."""
+        return self.name != self.map_type.name
 
     def nan_fill_bytes(self) -> bytes:
         """The bytes one NaN-filled element holds (little-endian); only floating types have one."""
@@ -95,17 +121,23 @@ U4_ALIGN16B = TmaDtype("16u4_align16b", 14, 1, np.dtype(np.uint8), False, np.dty
 U6_ALIGN16B = TmaDtype("16u6_align16b", 15, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 6, 8)
 PACKED_DTYPES = (U4_ALIGN8B, U4_ALIGN16B, U6_ALIGN16B)
 
-_BY_NAME = {d.name: d for d in ALL_DTYPES + PACKED_DTYPES}
-# Names users reach for that have no tensor-map type of their own: the bits travel unchanged.
+# Signed views (no map type of their own): a UINT8 / UINT16 map, int8 / int16 values. Not in ALL_DTYPES, which lists
+# the driver's types once each.
+INT8 = _d("int8", UINT8.enum, 1, np.int8, False)
+INT16 = _d("int16", UINT16.enum, 2, np.int16, False)
+SIGNED_VIEWS = (INT8, INT16)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES + PACKED_DTYPES + SIGNED_VIEWS}
+# Other names users reach for that have no tensor-map type of their own: the bits travel unchanged.
 _ALIASES = {
-    "int8": UINT8, "bool": UINT8, "float8_e4m3": UINT8, "float8_e5m2": UINT8, "fp8": UINT8, "e4m3": UINT8,
-    "e5m2": UINT8, "int16": UINT16, "bf16": BFLOAT16, "fp16": FLOAT16, "half": FLOAT16, "f16": FLOAT16,
+    "i8": INT8, "i16": INT16, "bool": UINT8, "float8_e4m3": UINT8, "float8_e5m2": UINT8, "fp8": UINT8, "e4m3": UINT8,
+    "e5m2": UINT8, "bf16": BFLOAT16, "fp16": FLOAT16, "half": FLOAT16, "f16": FLOAT16,
     "fp32": FLOAT32, "f32": FLOAT32, "fp64": FLOAT64, "f64": FLOAT64, "double": FLOAT64,
     "tf32": TFLOAT32, "u8": UINT8, "u16": UINT16, "u32": UINT32, "u64": UINT64, "i32": INT32, "i64": INT64,
 }
 _BY_ENUM = {d.enum: d for d in ALL_DTYPES + PACKED_DTYPES}
-_BY_NUMPY = {np.dtype(np.uint8): UINT8, np.dtype(np.int8): UINT8, np.dtype(np.bool_): UINT8,
-             np.dtype(np.uint16): UINT16, np.dtype(np.int16): UINT16, np.dtype(np.uint32): UINT32,
+_BY_NUMPY = {np.dtype(np.uint8): UINT8, np.dtype(np.int8): INT8, np.dtype(np.bool_): UINT8,
+             np.dtype(np.uint16): UINT16, np.dtype(np.int16): INT16, np.dtype(np.uint32): UINT32,
              np.dtype(np.int32): INT32, np.dtype(np.uint64): UINT64, np.dtype(np.int64): INT64,
              np.dtype(np.float16): FLOAT16, np.dtype(np.float32): FLOAT32, np.dtype(np.float64): FLOAT64,
              np.dtype(ml_dtypes.bfloat16): BFLOAT16}

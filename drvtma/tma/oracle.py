@@ -141,16 +141,17 @@ def _fill_value(spec: TensorMapSpec) -> int:
 
 
 def box_values(spec: TensorMapSpec, global_bytes, coords) -> np.ndarray:
-    """The elements one or many loads deliver, as raw bits: shape (N, *loaded_counts), unsigned ints of itemsize.
+    """The elements one or many loads deliver, as raw bits: shape (N, *loaded_counts), unsigned ints of itemsize;
+    an int8 / int16 spec's (a signed view of a UINT8 / UINT16 map) as int8 / int16, the same bytes.
 
     Element (j...) comes from g0 = c0 + j0 and gk = ck + jk * ek (NumPy order reversed), through
     `tma_load_convert`; outside the tensor it is the fill (zero, or the NaN pattern), never converted [seen].
     """
     c = check_load_coordinates(spec, coords)
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
-    if _rows_are_chunks(spec):
-        return _box_values_by_chunk(spec, raw, c)
-    return _box_values_by_element(spec, raw, c)
+    values = _box_values_by_chunk(spec, raw, c) if _rows_are_chunks(spec) else _box_values_by_element(spec, raw, c)
+    # the view was asked for by its name: its values compare equal to the kernel's int8 / int16 output
+    return values.view(spec.dtype.numpy) if spec.dtype.is_view else values
 
 
 def _rows_are_chunks(spec: TensorMapSpec) -> bool:

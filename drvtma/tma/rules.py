@@ -381,7 +381,11 @@ def describe_spec(spec: TensorMapSpec) -> str:
     assert spec.element_strides is not None  # __post_init__ fills it
     dt = spec.dtype
     size = f"{dt.bits}-bit values, {dt.smem_bits} bits each in shared memory" if dt.bits else f"{dt.itemsize} B"
-    lines = [f"TensorMapSpec {dt.name} (tensor-map type {dt.enum}, {size}), NumPy order (outermost first):",
+    kind = f"tensor-map type {dt.enum}"
+    if dt.is_view:  # int8 / int16: say which map carries them and that nothing reads the sign
+        kind += (f" = {dt.map_type.name.upper()}: loads and stores copy the bytes unchanged, TMA does not interpret "
+                 f"the sign; values read as {dt.values}")
+    lines = [f"TensorMapSpec {dt.name} ({kind}, {size}), NumPy order (outermost first):",
              f"  shape {spec.shape}, strides {spec.strides_bytes} B, box {spec.box}, "
              f"element strides {spec.element_strides}"]
     if len(spec.strides_bytes) == spec.rank == len(spec.box) == len(spec.element_strides) and spec.rank >= 1:
