@@ -40,6 +40,7 @@ def test_the_standard_campaign_hits_every_class_enough(standard):
     assert not cov.outside(), f"{standard.target}: classes its model does not know: {cov.outside()[:10]}"
 
 
+@pytest.mark.slow  # thousands of cases built per campaign
 @pytest.mark.parametrize("campaign", [c for c in KERNEL_CAMPAIGNS if c.full],
                          ids=lambda c: f"{c.target}-{c.strategy}")
 def test_the_kernel_campaigns_hit_every_class_of_their_strategy_enough(campaign):

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a minute of subprocesses (a campaign of 500 cases, a reproducer): CI's slow step
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SPEC = {"dtype": "float16", "shape": [64, 64], "box": [64, 64]}
