@@ -103,3 +103,23 @@ def test_the_readme_lists_the_environment_variables_as_settings_documents_them()
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Environment\n\n", 1)[1].split("\n## ", 1)[0]
     assert section.rstrip("\n") == settings.markdown().rstrip("\n"), "regenerate it from settings.markdown()"
+
+
+def test_the_public_entry_points_document_parameters_returns_and_raises():
+    """The entry points users call first carry numpy-style sections, one style for all."""
+    from drvtma.fuzz.campaign import run_campaign
+    from drvtma.fuzz.user import fuzz_kernel
+    from drvtma.gemm.conv import Conv2d
+    from drvtma.gemm.launch import Gemm
+    from drvtma.runtime.module import Kernel, load_module
+    from drvtma.tma.encode import encode_tiled
+    from drvtma.tma.im2col_encode import encode_im2col
+    from drvtma.tma.probe import check_loads
+
+    for obj in (encode_tiled, encode_im2col, load_module, Kernel.launch, check_loads, run_campaign, fuzz_kernel,
+                Conv2d, Gemm):
+        doc = obj.__doc__ or ""
+        sections = ["Parameters\n", "Raises\n"] + ([] if isinstance(obj, type) or obj is Kernel.launch
+                                                   else ["Returns\n"])
+        missing = [s.strip() for s in sections if s not in doc.replace("    ", "").replace("--", "")]
+        assert not missing, f"{obj.__qualname__}: no {missing} section"

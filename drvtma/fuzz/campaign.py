@@ -115,10 +115,35 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
                  seconds: float | None = None, shard: tuple[int, int] = (0, 1), fake: bool = False,
                  database=None, shrink: bool = True, max_shrinks: int = 5, shrink_seconds: float = 60.0,
                  progress: bool = False, session=None) -> CampaignResult:
-    """Run a campaign of `examples` cases (all shards together) or for `seconds` (each shard).
+    """Run a fuzz campaign: cases built from `seed`, checked on the target's session, failures shrunk.
 
-    With a hypothesis `database` (`drvtma.fuzz.shrink.open_database`), its known failures replay first and every
-    shrunk failure is saved there. `session` reuses an open target session (else one is opened and closed).
+    Parameters
+    ----------
+    target : Target
+        `drvtma.fuzz.get_target(name)`; `options` is its `configure(...)`.
+    seed, examples, seconds
+        The campaign the seed defines: `examples` cases (all shards together) or `seconds` (each shard).
+    shard : (k, n)
+        Run shard k of n (batches k, k + n, ...).
+    database
+        A hypothesis example database (`drvtma.fuzz.shrink.open_database`): its known failures replay first and
+        every shrunk failure is saved there.
+    shrink, max_shrinks, shrink_seconds
+        Shrink the first `max_shrinks` failures, each for at most `shrink_seconds`.
+    session
+        An open target session to reuse (else one is opened and closed).
+
+    Returns
+    -------
+    CampaignResult
+        Counts by label, failures (shrunk), coverage, timing per part (`bound_by`).
+
+    Raises
+    ------
+    ArgumentError
+        A wrong target, options, budget or shard (before any case).
+    NoGpuError
+        The target needs a GPU and there is none (use `fake=True` where the target has an oracle-only session).
     """
     if examples is None and seconds is None:
         examples = 1000

@@ -279,9 +279,35 @@ class KernelMismatch(DrvtmaError, AssertionError):
 def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int = 0, strategy: str = "drvtma",
                 spec: TensorMapSpec | None = None, out=None, shrink: bool = True, max_shrinks: int = 1,
                 shrink_seconds: float = 60.0, check: bool = True):
-    """Fuzz `run` (a `LoadKernel` for "loads", a `StoreKernel` for "stores" / "reductions") against drvtma's
-    oracle; return (CampaignResult, reproducer paths). Reproducers go to `out` (a folder) when given. With `check`,
-    a mismatch raises KernelMismatch (an AssertionError) holding the report of the first shrunk failure."""
+    """Fuzz your kernel against drvtma's oracle.
+
+    Parameters
+    ----------
+    run : callable
+        A `LoadKernel` for "loads", a `StoreKernel` for "stores" / "reductions" (`drvtma.fuzz.kernel`).
+    direction : str
+        "loads", "stores" or "reductions".
+    examples, seed
+        The campaign: that many cases from that seed.
+    strategy : str
+        Who draws the maps: "drvtma", "triton" or "cuda.core" (each draws only what its toolchain can express).
+    spec : TensorMapSpec, optional
+        Your own map (only coordinates and data are drawn).
+    out : folder, optional
+        Where the reproducers (JSON and picture) go.
+
+    Returns
+    -------
+    (CampaignResult, list of Path)
+        The campaign and the reproducers written.
+
+    Raises
+    ------
+    KernelMismatch
+        With `check` (default), a mismatch: an AssertionError holding the first shrunk failure's report.
+    ArgumentError
+        A wrong direction, callable or strategy (before any case).
+    """
     if direction not in DIRECTIONS:
         raise ArgumentError("fuzz_target", "direction", direction, f"use one of {', '.join(DIRECTIONS)}")
     if not callable(run):

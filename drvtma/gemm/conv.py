@@ -184,7 +184,22 @@ def a_images_match(shape: ConvShape, config: GemmConfig, x: np.ndarray, tiles=No
 
 
 class Conv2d:
-    """The convolution on the GPU: the GEMM kernel built for `shape` (one build per shape, cached)."""
+    """A forward convolution on the GPU: the TMA-fed wgmma GEMM, its A operand read through an im2col map.
+
+    Parameters
+    ----------
+    shape : ConvShape
+        n, h, w, c, k, r, s, stride, pad, dilation (NHWC input, KRSC filter, NPQK output).
+    config : GemmConfig, optional
+        The kernel's configuration (default: the shape's own choice).
+
+    Call it with NumPy x and w (`conv(x, w)`, y poisoned first, waits checked) or `bind` device buffers.
+
+    Raises
+    ------
+    GemmError
+        A shape or configuration the kernel cannot run, named with the fix (before anything is built).
+    """
 
     def __init__(self, shape: ConvShape, config: GemmConfig | None = None):
         from .launch import Gemm

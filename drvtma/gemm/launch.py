@@ -107,7 +107,21 @@ def describe_wait(w) -> str:
 
 
 class Gemm:
-    """One configuration, checked at construction; the module is compiled and loaded on first use."""
+    """The TMA-fed, warp-specialized wgmma GEMM in one configuration.
+
+    Parameters
+    ----------
+    config : GemmConfig, optional
+        Tile, stages, cluster, dtype and the other claims' switches; checked at construction.
+
+    `bind(a, b, c, m, n, k)` gives a launchable `BoundGemm` on device buffers; the module is compiled and loaded on
+    first use.
+
+    Raises
+    ------
+    GemmError
+        A configuration the kernel cannot build, named with the fix.
+    """
 
     def __init__(self, config: GemmConfig | None = None, *, extra_defines: dict | None = None,
                  conv: ConvShape | None = None):

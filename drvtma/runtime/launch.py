@@ -113,7 +113,29 @@ class Launches:
         return lc
 
     def launch(self, *args, grid, block, shared_mem: int = 0, stream: Stream | None = None, cluster=None) -> None:
-        """Launch asynchronously on `stream` (default: the legacy stream). Raises before the driver on bad input."""
+        """Launch asynchronously: every argument checked against the kernel's parameter layout before the driver.
+
+        Parameters
+        ----------
+        *args
+            One per kernel parameter: DeviceBuffer or device array (DLPack / CUDA Array Interface: its address),
+            TensorMap (by value), int or float (sized by the parameter), NumPy scalar (of the parameter's size).
+        grid, block : int or tuple
+            The launch shape (up to 3 dimensions).
+        shared_mem : int
+            Dynamic shared memory in bytes; above 48 KiB the opt-in attribute is set for you.
+        stream : Stream, optional
+            Default: the legacy stream.
+        cluster : int or tuple, optional
+            A thread-block cluster shape (sm_90+), checked by `runtime.cluster_launch`.
+
+        Raises
+        ------
+        LaunchError, ClusterError
+            A wrong argument count, type or size, launch shape or cluster, named (nothing reaches the driver).
+        CudaError
+            The driver refused the launch.
+        """
         # The hot path of every launch: the same shape objects as last time (ints from the caller's constants are)
         # need no work; the same argument objects as last time, only ArgPacker.pack's per-launch checks.
         last = self._last_shape

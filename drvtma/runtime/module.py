@@ -113,8 +113,32 @@ def build_target(source) -> str:
 
 
 def load_module(source, *, options=(), defines=None, include_dirs=(), params=None) -> Module:
-    """Module.load, cached per process by source, build settings and target (a binary by its bytes' hash, a file by
-    its absolute path: the same name from another directory is another file)."""
+    """Compile (NVRTC, disk-cached) or read a binary, and load it with the driver: `Module.load`, cached per process.
+
+    Parameters
+    ----------
+    source : str, Path or bytes
+        CUDA C++ (a file here or under drvtma's cu/, or the text itself), or a cubin / fatbin / PTX (a file or bytes).
+    options, defines, include_dirs
+        NVRTC options, ``-D`` macros (a dict), and folders for quoted includes (``-I``).
+    params : dict, optional
+        Kernel name -> parameter sizes, for a binary whose records do not say (PTX, compressed fatbins).
+
+    Returns
+    -------
+    Module
+        Its kernels by `Module.kernel(name)`. The same source and build settings give the same Module (a binary
+        by its bytes' hash, a file by its absolute path: the same name from another directory is another file).
+
+    Raises
+    ------
+    NvrtcError
+        The compile failed (NVRTC's log attached).
+    CapabilityError, NoGpuError
+        No GPU, or the GPU lacks what the kernel family needs.
+    CudaError
+        The driver refused to load the image.
+    """
     build = (tuple(options), tuple(sorted((defines or {}).items())), repr(include_dirs), repr(params))
     name_key = (str(source), os.getcwd(), build, settings.ARCH.get()) if isinstance(source, (str, Path)) else None
     with _modules_lock:

@@ -58,8 +58,32 @@ def _resolve_target(base_address: int | None, target) -> tuple[int, object, int 
 
 def encode_tiled(spec: TensorMapSpec, target=None, *, validate: bool = True,
                  smem_limit: int = SMEM_PER_BLOCK_OPTIN_SM90) -> TensorMap:
-    """Validate `spec` and encode it with cuTensorMapEncodeTiled for `target` (DeviceBuffer, device array, address
-    or None: the spec's base_address)."""
+    """Validate `spec` and encode it with cuTensorMapEncodeTiled.
+
+    Parameters
+    ----------
+    spec : TensorMapSpec
+        The map, NumPy order (outermost axis first).
+    target : DeviceBuffer, device array, int or None
+        What the map points at; None: the spec's base_address.
+    validate : bool
+        Check every rule of `RULES` first (False: only what the driver itself refuses stops it).
+    smem_limit : int
+        The shared memory a box may take (the sm_90 opt-in limit by default).
+
+    Returns
+    -------
+    TensorMap
+        The 128 encoded bytes, to pass by value (`const __grid_constant__`) or copy to global memory.
+
+    Raises
+    ------
+    TensorMapError
+        A broken rule, named, with the argument, its value and the fix (before the driver).
+    NoGpuError
+        No driver or no GPU with TMA.
+    CudaError
+        The driver refused what the rules let through (its own error code and call named)."""
     if not isinstance(spec, TensorMapSpec):
         raise TensorMapError("type", "spec", type(spec).__name__, "give a TensorMapSpec (TensorMapSpec.create, "
                              "from_dict, for_array)", "encode_tiled encodes specs")

@@ -49,8 +49,30 @@ def encode_im2col_unchecked(params: Im2colParams, address: int, *, spec: Im2colS
 
 
 def encode_im2col(spec: Im2colSpec, target=None, *, validate: bool = True) -> TensorMap:
-    """Check `spec` against every im2col rule, then encode it for `target` (DeviceBuffer, device array, address or
-    None: the spec's base_address)."""
+    """Check `spec` against every im2col rule, then encode it with cuTensorMapEncodeIm2col.
+
+    Parameters
+    ----------
+    spec : Im2colSpec
+        The im2col map, channels last (N, [D, H,] W, C).
+    target : DeviceBuffer, device array, int or None
+        What the map points at; None: the spec's base_address.
+    validate : bool
+        Check every im2col rule first.
+
+    Returns
+    -------
+    TensorMap
+        The 128 encoded bytes.
+
+    Raises
+    ------
+    TensorMapError
+        A broken rule, named, with the argument, its value and the fix (before the driver).
+    NoGpuError
+        No driver or no GPU with TMA.
+    CudaError
+        The driver refused what the rules let through."""
     if not isinstance(spec, Im2colSpec):
         raise TensorMapError("type", "spec", type(spec).__name__, "give an Im2colSpec (Im2colSpec.create, "
                              "from_array, from_dict)", "encode_im2col encodes im2col specs")

@@ -180,9 +180,30 @@ def describe_mismatch(spec: TensorMapSpec, coords, box_offset: int, got: np.ndar
 
 def check_loads(spec: TensorMapSpec, global_bytes, coords_list, base_offset: int = 0, *, target=None,
                 poison: int = POISON, probe: LoadProbe | None = None, max_reports: int = 3) -> ImageCheck:
-    """Run the probe and compare every image with the oracle bit for bit.
+    """Load every box through `spec` on the GPU (drvtma's probe) and compare each image with the oracle, bit for bit.
 
-    `global_bytes` is the host copy of the device bytes from the spec's base address (or `target`'s).
+    Parameters
+    ----------
+    spec : TensorMapSpec
+        The map; its base address (or `target`) holds the tensor.
+    global_bytes : array-like of uint8
+        The host copy of the device bytes from that address.
+    coords_list : sequence of coordinate tuples
+        One per load, NumPy order.
+    base_offset : int
+        Where the box lands in its 1024-byte aligned shared-memory image.
+
+    Returns
+    -------
+    ImageCheck
+        How many loads ran, the indices of those that differ, and the first `max_reports` described.
+
+    Raises
+    ------
+    TensorMapError
+        A broken map rule or a coordinate out of TMA's range (before the GPU).
+    NoGpuError, CudaError
+        No GPU, or a driver error.
     """
     coords = oracle.check_load_coordinates(spec, coords_list)
     images = run_load_probe(spec, coords, base_offset, target=target, poison=poison, probe=probe)
