@@ -38,7 +38,7 @@ def _pool(options: dict) -> np.ndarray:
     return np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"], dtype=np.uint8)
 
 
-def time_loads(target, options, cases) -> tuple[float, float, int]:
+def time_loads(options, cases) -> tuple[float, float, int]:
     """(data s, oracle s, boxes) over the cases: the images `LoadsSession` asks the oracle for."""
     pool, clock, t_oracle, boxes = _pool(options), time.perf_counter, 0.0, 0
     for case in cases:
@@ -52,7 +52,7 @@ def time_loads(target, options, cases) -> tuple[float, float, int]:
     return 0.0, t_oracle, boxes
 
 
-def time_im2col(target, options, cases) -> tuple[float, float, int]:
+def time_im2col(options, cases) -> tuple[float, float, int]:
     pool, clock, t_oracle, loads = _pool(options), time.perf_counter, 0.0, 0
     for case in cases:
         spec = case.spec.replace(base_address=FAKE_BASE + case.offset)
@@ -65,7 +65,7 @@ def time_im2col(target, options, cases) -> tuple[float, float, int]:
     return 0.0, t_oracle, loads
 
 
-def time_stores(target, options, cases) -> tuple[float, float, int]:
+def time_stores(options, cases) -> tuple[float, float, int]:
     """The stores oracle as `run_store_cases` uses it: the shared-memory source image, then the memory after."""
     clock, t_data, t_oracle = time.perf_counter, 0.0, 0.0
     rng = np.random.default_rng(0)
@@ -92,7 +92,7 @@ def bench(name: str, count: int) -> dict:
     t = time.perf_counter()
     cases = [build_case(target, options, std.seed, i)[0] for i in range(min(count, std.examples))]
     t_generate = time.perf_counter() - t
-    t_data, t_oracle, size = TIMERS[name](target, options, cases)
+    t_data, t_oracle, size = TIMERS[name](options, cases)
     unit = target.unit
     total = t_generate + t_data + t_oracle
     return {"bench": "oracle", "target": name, "cases": len(cases), "size": size, "unit": unit,

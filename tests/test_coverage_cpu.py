@@ -200,3 +200,14 @@ def test_hypothesis_events_name_each_class_once_and_steer_to_boundaries():
     assert any("boundary=" in c for c in seen) and any(c.startswith("pair|") for c in seen)
     with pytest.raises(InvalidArgument):
         hypothesis_events(["rank=2|dtype=BFLOAT16"])
+
+
+def test_a_signed_view_counts_as_the_map_type_the_driver_sees():
+    """int8 rides a UINT8 map: its loads fall in the uint8 classes, none outside the model (a user's --spec too)."""
+    spec = TensorMapSpec.create("int8", (40, 64), (16, 32))
+    target = get_target("loads")
+    for options in ({"spec": None}, {"spec": spec.to_dict()}):
+        universe = target.coverage.universe(options)
+        cov = Coverage("loads", universe)
+        cov.add(tiled_model.load_classes(spec, [(0, 0), (-3, 40)]))
+        assert not cov.outside() and cov.counts["rank=2|dtype=uint8"] == 1, cov.outside()

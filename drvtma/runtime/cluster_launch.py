@@ -144,8 +144,6 @@ def prepare(kernel, cfg, lc) -> tuple[int, int, int] | None:
 
 def _copy_shape(lc):
     """A CUlaunchConfig with `lc`'s grid, block, shared memory and stream, and no attributes."""
-    from .driver import cu
-
     copy = cu.CUlaunchConfig()
     copy.gridDimX, copy.gridDimY, copy.gridDimZ = lc.gridDimX, lc.gridDimY, lc.gridDimZ
     copy.blockDimX, copy.blockDimY, copy.blockDimZ = lc.blockDimX, lc.blockDimY, lc.blockDimZ

@@ -27,7 +27,7 @@ def _enum_name(enum, value) -> str:
 
 
 def enum_values(spec) -> dict:
-    return {"dtype": spec.dtype.name, "swizzle": _enum_name(Swizzle, spec.swizzle),
+    return {"dtype": spec.dtype.map_type.name, "swizzle": _enum_name(Swizzle, spec.swizzle),
             "l2": _enum_name(L2Promotion, spec.l2_promotion), "fill": _enum_name(OobFill, spec.oob_fill),
             "interleave": _enum_name(Interleave, spec.interleave)}
 

@@ -124,7 +124,7 @@ def im2col_universe(loads: bool = True) -> Universe:
 def spec_classes(spec: Im2colSpec) -> list[str]:
     assert spec.element_strides is not None  # __post_init__ fills it
     r = spec.rank
-    values = {"dtype": spec.dtype.name, "swizzle": Swizzle(spec.swizzle).name,
+    values = {"dtype": spec.dtype.map_type.name, "swizzle": Swizzle(spec.swizzle).name,
               "l2": L2Promotion(spec.l2_promotion).name, "fill": OobFill(spec.oob_fill).name,
               "interleave": Interleave(spec.interleave).name}
     out = [name(rank=r, **{k: v}) for k, v in values.items()] + case_pairs(values)

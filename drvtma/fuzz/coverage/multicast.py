@@ -121,7 +121,7 @@ class MulticastModel(CoverageModel):
             if op.bulk is not None:
                 out[name(copy="bulk", bytes="16" if op.bulk[1] == 16 else "more")] += 1
         if spec is not None and ops:
-            out[name(copy="tiled", dtype=spec.dtype.name)] += len(ops)
+            out[name(copy="tiled", dtype=spec.dtype.map_type.name)] += len(ops)
             out[name(copy="tiled", swizzle=spec.swizzle.name)] += len(ops)
             out[name(copy="tiled", rank=spec.rank)] += len(ops)
             first = np.array([op.coords for op in ops], dtype=np.int64)

@@ -74,7 +74,7 @@ def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
 
 def enum_values(case: S.StoreCase, with_op: bool) -> dict:
     spec = case.spec
-    values = {"dtype": spec.dtype.name, "swizzle": enum_label(spec.swizzle), "l2": enum_label(spec.l2_promotion)}
+    values = {"dtype": spec.dtype.map_type.name, "swizzle": enum_label(spec.swizzle), "l2": enum_label(spec.l2_promotion)}
     return {**values, "op": case.op} if with_op else values
 
 

@@ -127,8 +127,9 @@ def _pair_ok(pair: dict, loads: bool) -> bool:
 
 
 def spec_classes(spec: TensorMapSpec) -> list[str]:
-    """The spec-level classes of one map: its enum values at its rank, and every pair of them."""
-    values = {"dtype": spec.dtype.name, "swizzle": Swizzle(spec.swizzle).name,
+    """The spec-level classes of one map: its enum values at its rank, and every pair of them (the type is the
+    driver's: an int8 view counts as the UINT8 map it is)."""
+    values = {"dtype": spec.dtype.map_type.name, "swizzle": Swizzle(spec.swizzle).name,
               "l2": L2Promotion(spec.l2_promotion).name, "fill": OobFill(spec.oob_fill).name,
               "interleave": Interleave(spec.interleave).name}
     return [name(rank=spec.rank, **{k: v}) for k, v in values.items()] + case_pairs(values)
