@@ -64,9 +64,8 @@ def test_triton_runner_matches_the_oracle(ctx, tmp_path):
     _needs_triton()
     from drvtma.fuzz.triton import last_ptx
 
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", "--strategy", "triton", "--examples",
-               str(kernel_campaign("kernel-loads", "triton").examples),
-               "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
+    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:triton_boxes", *kernel_campaign("kernel-loads", "triton").cli(),
+               "--quiet", "--no-db", "--out", str(tmp_path)])
     js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
     uses_tma = "cp.async.bulk.tensor" in last_ptx()
     record_figure({"test": "byo_fuzz", "toolchain": "triton", "direction": "load", "cases": js["cases"],
@@ -107,9 +106,7 @@ def test_triton_store_runner_matches_the_oracle(ctx, tmp_path):
     _needs_triton()
     from drvtma.fuzz.triton import last_ptx
 
-    rc, js = _fuzz(tmp_path, "stores", "triton_store_boxes", "--strategy", "triton", "--examples",
-                   str(kernel_campaign("kernel-stores", "triton").examples),
-                   "--seed", "1")
+    rc, js = _fuzz(tmp_path, "stores", "triton_store_boxes", *kernel_campaign("kernel-stores", "triton").cli())
     uses_tma = "cp.async.bulk.tensor" in last_ptx()
     record_figure({"test": "byo_fuzz", "toolchain": "triton", "direction": "store", "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})

@@ -48,7 +48,7 @@ def test_the_kernel_campaigns_hit_every_class_of_their_strategy_enough(campaign)
     class the strategy can express 20 times, and none it cannot (Triton's element strides, cuda.core's long
     boxes: refused by the strategy's rule)."""
     target = get_target(campaign.target)
-    options = target.configure(kernel=f"{__file__}:run", strategy=campaign.strategy)
+    options = campaign.options(target, f"{__file__}:run")
     cases = [build_case(target, options, campaign.seed, i)[0] for i in range(campaign.examples)]
     cov = measure(target, options, cases)
     weak = {c: cov.counts[c] for c in cov.unhit(MIN_HITS)}

@@ -107,6 +107,11 @@ def _parser() -> Parser:
                    "path/to/file.py:run or module:run, a callable as drvtma.fuzz.kernel.LoadKernel / StoreKernel")
     p.add_argument("--strategy", default="drvtma", help="with --kernel: whose rules the maps follow, drvtma "
                    "(default), triton or cuda.core")
+    p.add_argument("--signatures", type=natural, default=0, metavar="N", help="with --strategy triton: draw the "
+                   "element type, block and padding (what Triton compiles a kernel for) from N of them, chosen by "
+                   "the seed, so N compiles serve the campaign (default 0: every case draws its own)")
+    p.add_argument("--max-boxes", type=int_at_least(1, high=4096), default=None, metavar="N", help="loads targets: at most N boxes "
+                   "per case, one launch (default: 192 for loads, 16 for your kernel's)")
     return p
 
 
@@ -173,16 +178,22 @@ def fuzz_command(argv: list[str]) -> int:
         except argparse.ArgumentTypeError as exc:
             parser.error(f"--out: {exc}")
     spec = _load_spec(args.spec, parser)
+    if shard[1] > 1 and args.seed is None:
+        parser.error("--seed: give it with --shard (every shard must draw from the one campaign the seed defines)")
+    seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
+    if args.signatures and (args.kernel is None or args.strategy != "triton"):
+        parser.error("--signatures: pools Triton's compiles; give it with --kernel and --strategy triton")
     try:
-        options = (target.configure(spec) if args.kernel is None else
-                   cast(Any, target).configure(spec, kernel=args.kernel, strategy=args.strategy))  # a kernel-* target
+        boxes = {} if args.max_boxes is None else {"max_boxes": args.max_boxes}
+        if boxes and args.target != "loads":
+            parser.error("--max-boxes: loads only (a store or reduction case is one box)")
+        options = (cast(Any, target).configure(spec, **boxes) if args.kernel is None else  # kernel-*: below
+                   cast(Any, target).configure(spec, kernel=args.kernel, strategy=args.strategy,
+                                               signatures=args.signatures, signature_seed=seed, **boxes))
     except DrvtmaError:  # a rule the spec breaks: exit 1, the rule named
         raise
     except ValueError as exc:  # a spec this target cannot take
         parser.error(f"--spec: {exc}")
-    if shard[1] > 1 and args.seed is None:
-        parser.error("--seed: give it with --shard (every shard must draw from the one campaign the seed defines)")
-    seed = args.seed if args.seed is not None else secrets.randbelow(1 << 31)
     db_path = None if args.no_db else (args.db or str(local_db_path()))
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
                     shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds)

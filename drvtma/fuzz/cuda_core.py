@@ -22,11 +22,10 @@ from ..compat import tensor_map_enums
 from ..errors import ArgumentError, Rule, broken_rules
 from ..runtime.compiler import include_dir
 from ..runtime.driver import call, cu
-from ..runtime.status import StatusBuffer
 from ..testing import build_valid_spec
 from ..tma.dtypes import tma_dtype
 from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
-from .runners import POISON, THREADS, box_starts, runner_source, store_arguments
+from .runners import POISON, THREADS, BufferedRunner, box_starts, runner_source, store_arguments
 from .stores import StoreFuzzCase
 from .user import DrvtmaSpecs
 
@@ -173,14 +172,14 @@ CUDA_CORE_SPECS = CudaCoreSpecs()
 
 # ---------------------------------------------------------------------------------------------- the runner
 
-class _CudaCoreRunner:
+class _CudaCoreRunner(BufferedRunner):
     """A .cu kernel compiled by `Program` for `arch` (the source's folder, `include_dirs` and drvtma's include folder
-    searched, `defines` as macros), launched by cuda.core on a stream of `Device(0)`."""
+    searched, `defines` as macros), launched by cuda.core on a stream of `Device(0)` (made once, kept)."""
 
     def __init__(self, source, name: str, *, defines=None, include_dirs=(), arch: str = "sm_90a"):
         self.source, self.name, self.arch = runner_source(source, name, binary_ok=False), name, arch
         self.defines, self.include_dirs = dict(defines or {}), tuple(include_dirs)
-        self._code = self._kernel = None
+        self._code = self._kernel = self._stream = None
 
     def program_options(self):
         from cuda.core import ProgramOptions
@@ -221,7 +220,7 @@ class _CudaCoreRunner:
             _opt_in(kernel, shared)
         synchronize()  # drvtma's uploads and poison are done before cuda.core's stream (another one) runs
         desc = device_view(tensor_ptr, arguments, spec.itemsize).as_tensor_map(**map_options(arguments))
-        stream = device.create_stream()
+        stream = self._stream = self._stream or device.create_stream()
         launch(stream, LaunchConfig(grid=grid, block=THREADS, shmem_size=shared), kernel, desc, *args)
         stream.sync()
 
@@ -232,17 +231,15 @@ class CudaCoreLoadRunner(_CudaCoreRunner):
     poisoned first. Returns the shared-memory images (n, spec.smem_bytes)."""
 
     def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray) -> np.ndarray:
-        from ..runtime.driver import DeviceBuffer
-
         arguments = tensor_map_arguments(spec)  # what cuda.core cannot express, refused before any upload
-        n = len(coords)
-        with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
-                DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
-            out.fill_u32(POISON)
-            self._launch(spec, arguments, n, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank),
-                         np.uint32(spec.expect_tx_bytes), np.uint32(spec.smem_bytes), out.ptr, status.ptr)
-            images = out.download(np.uint8, (n, spec.smem_bytes))
-            status.check(self.name)
+        n, b = len(coords), self.buffers()
+        tensor, cbuf = b.upload("memory", memory), b.upload("coords", box_starts(spec, coords))
+        out, status = b.output(n * spec.smem_bytes, POISON), b.status
+        status.reset()
+        self._launch(spec, arguments, n, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank),
+                     np.uint32(spec.expect_tx_bytes), np.uint32(spec.smem_bytes), out.ptr, status.ptr)
+        images = out.download(np.uint8, (n, spec.smem_bytes))
+        status.check(self.name)
         return images
 
 
@@ -253,15 +250,13 @@ class CudaCoreStoreRunner(_CudaCoreRunner):
 
     def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray, box: np.ndarray,
                  op: str) -> np.ndarray:
-        from ..runtime.driver import DeviceBuffer
-
         tma, code, image = store_arguments(memory, base, spec, coords, box, op)
         arguments = tensor_map_arguments(spec)
-        with DeviceBuffer.from_array(memory) as tensor, DeviceBuffer.from_array(tma) as cbuf, \
-                DeviceBuffer.from_array(image) as src:
-            self._launch(spec, arguments, 1, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.int32(code),
-                         src.ptr, np.uint32(spec.smem_bytes))
-            return tensor.download(np.uint8, (memory.size,))
+        b = self.buffers()
+        tensor, cbuf, src = b.upload("memory", memory), b.upload("coords", tma), b.upload("image", image)
+        self._launch(spec, arguments, 1, tensor.ptr + base, cbuf.ptr, np.int32(spec.rank), np.int32(code),
+                     src.ptr, np.uint32(spec.smem_bytes))
+        return tensor.download(np.uint8, (memory.size,))
 
 
 def device_view(ptr: int, arguments: dict, itemsize: int):

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError, StoreStraddleWarning
+from ..runtime.driver import Resource
 from ..runtime.status import StatusBuffer
 from ..tma.encode import encode_tiled
 from ..tma.rules import round_up
@@ -58,7 +59,51 @@ def runner_source(source, name, *, binary_ok: bool = True):
     return bytes(source) if binary else Path(source)
 
 
-class _CuRunner:
+class RunnerBuffers(Resource):
+    """A runner's device memory, kept from call to call (a fuzz campaign calls it thousands of times: allocating
+    and freeing four buffers each time cost more than the kernel): grow-only scratch for the case's memory, its
+    coordinates, the output and the image, and one status record. Closed with the runner or at exit."""
+
+    def __init__(self):
+        from ..runtime.driver import ScratchBuffers
+
+        self.scratch = ScratchBuffers(minimum=1 << 16)
+        self.status = StatusBuffer()
+
+    def upload(self, name: str, array: np.ndarray):
+        """`array`'s bytes at the start of scratch `name` (larger buffers are reused: kernels read only what their
+        map or arguments reach)."""
+        buf = self.scratch.get(name, array.nbytes)
+        buf.upload(np.ascontiguousarray(array))
+        return buf
+
+    def output(self, nbytes: int, poison: int):
+        out = self.scratch.get("out", nbytes)
+        out.fill_u32(poison)
+        return out
+
+    def _parts(self) -> tuple:
+        return (self.scratch, self.status)
+
+
+class BufferedRunner:
+    """A runner that keeps its device memory (`RunnerBuffers`) between calls."""
+
+    _buffers: RunnerBuffers | None = None
+
+    def buffers(self) -> RunnerBuffers:
+        if self._buffers is None:
+            self._buffers = RunnerBuffers()
+        return self._buffers
+
+    def close(self) -> None:
+        """Free the runner's device memory now (else it goes with the runner)."""
+        if self._buffers is not None:
+            self._buffers.close()
+            self._buffers = None
+
+
+class _CuRunner(BufferedRunner):
     def __init__(self, source, name: str, *, options=(), defines=None):
         self.source = runner_source(source, name)
         self.name, self.options, self.defines = name, tuple(options), defines
@@ -76,17 +121,15 @@ class CuLoadRunner(_CuRunner):
     """A `LoadKernel` over your .cu kernel of the load signature above."""
 
     def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray) -> np.ndarray:
-        from ..runtime.driver import DeviceBuffer
-
-        n = len(coords)
-        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(box_starts(spec, coords)) as cbuf, \
-                DeviceBuffer(n * spec.smem_bytes) as out, StatusBuffer() as status:
-            out.fill_u32(POISON)
-            tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
-            self.kernel().launch(tmap, cbuf, spec.rank, spec.expect_tx_bytes, spec.smem_bytes, out, status,
-                                 grid=n, block=THREADS, shared_mem=spec.smem_bytes + 1024)
-            images = out.download(np.uint8, (n, spec.smem_bytes))
-            status.check(self.name)
+        n, b = len(coords), self.buffers()
+        dev, cbuf = b.upload("memory", memory), b.upload("coords", box_starts(spec, coords))
+        out, status = b.output(n * spec.smem_bytes, POISON), b.status
+        status.reset()
+        tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
+        self.kernel().launch(tmap, cbuf, spec.rank, spec.expect_tx_bytes, spec.smem_bytes, out, status,
+                             grid=n, block=THREADS, shared_mem=spec.smem_bytes + 1024)
+        images = out.download(np.uint8, (n, spec.smem_bytes))
+        status.check(self.name)
         return images
 
 
@@ -130,12 +173,10 @@ class CuStoreRunner(_CuRunner):
 
     def __call__(self, memory: np.ndarray, base: int, spec, coords: np.ndarray, box: np.ndarray,
                  op: str) -> np.ndarray:
-        from ..runtime.driver import DeviceBuffer
-
         tma, code, image = store_arguments(memory, base, spec, coords, box, op)
-        with DeviceBuffer.from_array(memory) as dev, DeviceBuffer.from_array(tma) as cbuf, \
-                DeviceBuffer.from_array(image) as src:
-            tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
-            self.kernel().launch(tmap, cbuf, spec.rank, code, src, spec.smem_bytes, grid=1, block=THREADS,
-                                 shared_mem=spec.smem_bytes + 1024)
-            return dev.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the store
+        b = self.buffers()
+        dev, cbuf, src = b.upload("memory", memory), b.upload("coords", tma), b.upload("image", image)
+        tmap = encode_tiled(spec.replace(base_address=dev.ptr + base))
+        self.kernel().launch(tmap, cbuf, spec.rank, code, src, spec.smem_bytes, grid=1, block=THREADS,
+                             shared_mem=spec.smem_bytes + 1024)
+        return dev.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the store

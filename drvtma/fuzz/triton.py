@@ -6,6 +6,7 @@ optional: only the runners import them, when they run."""
 
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,6 +18,7 @@ from ..tma.rules import round_up
 from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase, check_store_coordinates
 from ..tma.triton import TRITON_DTYPES, triton_arguments
+from .choosers import RecordingChooser
 from .kernel import tensor_region_bytes
 from .stores import StoreFuzzCase
 
@@ -34,27 +36,30 @@ class TritonSpecs:
     name = "triton"
 
     def descriptor(self, ch, options: dict, dtypes=DTYPES) -> SimpleNamespace:
-        """The fields of a host TensorDescriptor (base: a stand-in with dtype, data_ptr 0)."""
-        name = ch.choice(list(dtypes))
-
-        s = tma_dtype(TRITON_DTYPES[name]).itemsize
-        rank = ch.integer(1, 3)
-        block = [_pow2(ch, max(1, 16 // s), min(256, 256 // s))]  # a row of 16..256 bytes
-        budget = MAX_BLOCK_BYTES // (block[0] * s)
-        for _ in range(rank - 1):
-            block.insert(0, _pow2(ch, 1, max(1, min(256, budget))))
-            budget = max(1, budget // block[0])
+        """The fields of a host TensorDescriptor (base: a stand-in with dtype, data_ptr 0). With
+        options["signatures"] = N, the element type, block and padding (what Triton compiles a kernel for) come
+        from a pool of N drawn from options["signature_seed"]: N compiles serve the whole campaign."""
+        pool = signature_pool(options.get("signatures", 0), options.get("signature_seed", 0), tuple(dtypes))
+        if pool:
+            name, block, padding = ch.choice(pool)
+            block = list(block)
+        else:
+            name, block = _element_type_and_block(ch, dtypes)
+        s, rank = tma_dtype(TRITON_DTYPES[name]).itemsize, len(block)
         max_dim, step = ch.choice([8, 40, 300]), s
         shape, strides = [0] * rank, [0] * rank
         for axis in reversed(range(rank)):
             room = max(1, options["max_extent_bytes"] // max(step, 1))
-            shape[axis] = ch.integer(1, max(1, min(max_dim, room)))
+            top = max(1, min(max_dim, room))
+            # a pooled block is one of few: its axes meet extents of exactly its length as often as drawn ones
+            shape[axis] = min(block[axis], room) if pool and ch.chance(0.15) else ch.integer(1, top)
             strides[axis] = step // s
             pad = 16 * ch.choice([0, 0, 1, 2])
             step = round_up(step * shape[axis], 16) + pad if axis == rank - 1 else step * shape[axis] + pad
         strides[-1] = 1
         floating = name.startswith(("float", "bfloat"))
-        padding = "nan" if floating and ch.chance(0.3) else "zero"
+        if not pool:
+            padding = _padding(ch, name)
         return SimpleNamespace(base=_Base(name, s, floating), shape=shape, strides=strides, block_shape=block,
                                padding=padding)
 
@@ -90,6 +95,53 @@ class TritonSpecs:
         coords = tuple(ch.integer(0, n + 1) for n in spec.shape[:-1]) + (
             unit * ch.integer(0, -(-spec.shape[-1] // unit)),)
         return StoreFuzzCase(StoreCase(spec, coords, ch.choice(legal), 0), ch.integer(0, (1 << 32) - 1))
+
+
+def _element_type_and_block(ch, dtypes) -> tuple[str, list[int]]:
+    name = ch.choice(list(dtypes))
+    s = tma_dtype(TRITON_DTYPES[name]).itemsize
+    rank = ch.integer(1, 3)
+    return name, _outer_blocks(ch, rank, _pow2(ch, max(1, 16 // s), min(256, 256 // s)), s)  # a row of 16..256 B
+
+
+def _outer_blocks(ch, rank: int, inner: int, itemsize: int) -> list[int]:
+    """A block of `rank` dims ending in `inner` elements, the outer ones powers of two within MAX_BLOCK_BYTES."""
+    block, budget = [inner], MAX_BLOCK_BYTES // (inner * itemsize)
+    for _ in range(rank - 1):
+        block.insert(0, _pow2(ch, 1, max(1, min(256, budget))))
+        budget = max(1, budget // block[0])
+    return block
+
+
+def _padding(ch, name: str) -> str:
+    return "nan" if name.startswith(("float", "bfloat")) and ch.chance(0.3) else "zero"
+
+
+ROW_BYTES = (16, 32, 64, 128, 256)  # a block's inner row: Triton's swizzle follows it (none, 32B, 64B, 128B)
+
+
+@functools.lru_cache(maxsize=64)
+def signature_pool(size: int, seed: int, dtypes: tuple) -> tuple:
+    """Up to `size` distinct (element type, block, padding) triples from `seed`: the kernels Triton compiles for a
+    campaign that draws its maps from them (a compile costs ~0.1 s, many launches). Every element type with every
+    row width (so every swizzle) first, rank and NaN padding turned through the set so that their pairs with the
+    type and the swizzle all occur; random triples after those. Empty for size 0 (every case draws its own)."""
+    ch, pool = RecordingChooser([int(seed), 0x7121]), dict[tuple, None]()
+    for d, name in enumerate(dtypes):
+        s = tma_dtype(TRITON_DTYPES[name]).itemsize
+        for r, row in enumerate(ROW_BYTES):
+            block = _outer_blocks(ch, 1 + (r + d) % 3, row // s, s)
+            nan = name.startswith(("float", "bfloat")) and (r + d) % 2 == 1
+            pool.setdefault((name, tuple(block), "nan" if nan else "zero"), None)
+    covering = list(pool)
+    order = [covering[i] for i in np.random.default_rng([int(seed), 0x7122]).permutation(len(covering))]
+    pool = dict.fromkeys(order[:size])
+    for _ in range(64 * size):
+        if len(pool) >= size:
+            break
+        name, block = _element_type_and_block(ch, dtypes)
+        pool.setdefault((name, tuple(block), _padding(ch, name)), None)
+    return tuple(pool)
 
 
 def _map_type(name: str):

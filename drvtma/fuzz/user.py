@@ -122,12 +122,22 @@ class KernelLoadsSession(Session):
                        f"{diffs[0]['where']}: expected {diffs[0]['expected']}, got {diffs[0]['got']}", bad)
 
 
-def _options(kernel: str, strategy_name: str, spec, ops=None) -> dict:
+def _options(kernel: str, strategy_name: str, spec, ops=None, signatures: int = 0, signature_seed: int = 0,
+             max_boxes: int = MAX_BOXES) -> dict:
     if not isinstance(kernel, str):
         raise ArgumentError("kernel_reference", "kernel", kernel, 'give "path/to/file.py:name"')
     strategy(strategy_name)
-    options = {"kernel": K.absolute_reference(kernel), "strategy": strategy_name, "spec": spec.to_dict() if spec is not None else None,
-               "max_boxes": MAX_BOXES, "max_extent_bytes": MAX_EXTENT_BYTES}
+    if isinstance(max_boxes, bool) or not isinstance(max_boxes, int) or not 1 <= max_boxes <= 4096:
+        raise ArgumentError("fuzz_max_boxes", "max_boxes", max_boxes, "give 1..4096 boxes per call of your kernel")
+    options = {"kernel": K.absolute_reference(kernel), "strategy": strategy_name,
+               "spec": spec.to_dict() if spec is not None else None,
+               "max_boxes": max_boxes, "max_extent_bytes": MAX_EXTENT_BYTES}
+    if signatures:  # the triton strategy's pool of compile signatures (drvtma.fuzz.triton.signature_pool)
+        if strategy_name != "triton" or isinstance(signatures, bool) or not isinstance(signatures, int) \
+                or signatures < 0:
+            raise ArgumentError("fuzz_signatures", "signatures", signatures, "give a count >= 1 with "
+                                "strategy='triton' (or 0)", "a pool of the kernels Triton compiles")
+        options.update(signatures=signatures, signature_seed=int(signature_seed))
     return options if ops is None else {**options, "ops": list(ops)}
 
 
@@ -154,10 +164,14 @@ class KernelLoadsTarget(Target):
     coverage = KernelLoadsCoverage()
     focus = LoadsTarget.focus  # only the boxes that differed, before shrinking
 
-    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:
+    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma", signatures: int = 0,
+                  signature_seed: int = 0, max_boxes: int = MAX_BOXES) -> dict:
+        """Options of a campaign of your kernel: `max_boxes` loads per call at most (a kernel whose call costs
+        more than its boxes goes faster with more)."""
         if spec is not None:
             spec.validate()
-        return _options(kernel, strategy, spec)
+        return _options(kernel, strategy, spec, signatures=signatures, signature_seed=signature_seed,
+                        max_boxes=max_boxes)
 
     def build(self, ch, options: dict) -> KernelLoadCase:
         specs = strategy(options["strategy"])
@@ -246,9 +260,11 @@ class KernelStoresTarget(StoresTarget):
     fake_device = True  # the user's kernel runs either way
     session_class = KernelStoresSession
 
-    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma") -> dict:
+    def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma", signatures: int = 0,
+                  signature_seed: int = 0) -> dict:
         base = super().configure(spec)
-        return {**_options(kernel, strategy, spec, base["ops"]), "max_extent_bytes": MAX_EXTENT_BYTES}
+        return {**_options(kernel, strategy, spec, base["ops"], signatures, signature_seed),
+                "max_extent_bytes": MAX_EXTENT_BYTES}
 
     def __init__(self, name: str, ops: list[str], description: str):
         super().__init__(name, ops, description)
@@ -278,7 +294,7 @@ class KernelMismatch(DrvtmaError, AssertionError):
 
 def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int = 0, strategy: str = "drvtma",
                 spec: TensorMapSpec | None = None, out=None, shrink: bool = True, max_shrinks: int = 1,
-                shrink_seconds: float = 60.0, check: bool = True):
+                shrink_seconds: float = 60.0, check: bool = True, signatures: int = 0):
     """Fuzz your kernel against drvtma's oracle.
 
     Parameters
@@ -295,6 +311,9 @@ def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int
         Your own map (only coordinates and data are drawn).
     out : folder, optional
         Where the reproducers (JSON and picture) go.
+    signatures : int
+        With strategy "triton": draw element type, block and padding from that many (chosen by `seed`), so that
+        many Triton compiles serve the campaign (0: every case draws its own).
 
     Returns
     -------
@@ -314,7 +333,8 @@ def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int
         raise ArgumentError("kernel_reference", "run", type(run).__name__, "give the callable that runs your "
                             "kernel (see drvtma.fuzz.kernel.LoadKernel / StoreKernel)")
     target = KERNEL_LOADS if direction == "loads" else KERNEL_STORES if direction == "stores" else KERNEL_REDUCTIONS
-    options = target.configure(spec, kernel=K.kernel_reference(run), strategy=strategy)
+    options = target.configure(spec, kernel=K.kernel_reference(run), strategy=strategy, signatures=signatures,
+                               signature_seed=seed)
     result = run_campaign(target, options, seed=seed, examples=examples, shrink=shrink, max_shrinks=max_shrinks,
                           shrink_seconds=shrink_seconds)
     paths = report.write_reproducers(target, result, Path(out)) if out is not None and result.failures else []
