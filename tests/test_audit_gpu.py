@@ -76,6 +76,17 @@ def test_the_command_line_audits_each_library(name, tmp_path):
         record_figure({"test": "audit", "program": name, **{k: row[k] for k in (
             "library", "encodes", "launch_maps", "decoded", "agree", "rules_broken", "launches", "unreadable")}})
     maps = data["maps"]
+    # what each library built, for docs/audit.md: the first maps' specs and how their kernels took them
+    for m in maps[:6]:
+        record_figure({"test": "audit_map", "program": name, "libraries": m["libraries"], "mode": m["mode"],
+                       "spec": (m["spec"] or "").splitlines()[:3], "encoded": len(m["encoded_by"]),
+                       "launched": [{"kernel": u["kernel"][:60], "parameter": u["parameter"], "offset": u["offset"],
+                                     "launches": u["launches"]} for u in m["launched_by"][:2]],
+                       "hints": m["hints"][:3], "rules_broken": [r["rule"] for r in m["rules_broken"]]})
+    for x in data["launches"][:4]:
+        if x["unreadable"]:
+            record_figure({"test": "audit_unreadable", "program": name, "kernel": x["kernel"][:60],
+                           "launches": x["launches"], "why": x["unreadable"]})
     # every map seen both ways (encoded and launched) decodes to its encode call's arguments
     both = [m for m in maps if m["encoded_by"] and m["launched_by"]]
     assert all(m["agrees_with_encode"] for m in both), [m["spec"] for m in both if not m["agrees_with_encode"]]
