@@ -185,17 +185,19 @@ class RuleOutcome(NamedTuple):
         return "skipped" if self.skipped_after else "broken" if self.errors else "ok"
 
 
-def rule_outcomes(table: Iterable[Rule], *subject) -> list[RuleOutcome]:
+def rule_outcomes(table: Iterable[Rule], *subject, before: Iterable[RuleError] = ()) -> list[RuleOutcome]:
     """Every entry of `table` for `subject`, in order, walked as `broken_rules` walks it (its errors, in order, are
-    exactly theirs): what explains a subject rule by rule."""
+    exactly theirs): what explains a subject rule by rule. `before`: the errors of tables walked earlier, which an
+    entry's `after` may name too."""
     out: list[RuleOutcome] = []
-    errors: list[RuleError] = []
+    earlier = list(before)
+    errors: list[RuleError] = []  # this table's: `stop` reads them only, as broken_rules does
     stopped: tuple[str, ...] = ()
     for rule in table:
         if stopped:
             out.append(RuleOutcome(rule, skipped_after=stopped))
             continue
-        hit = tuple(dict.fromkeys(e.rule for e in errors if e.rule in rule.after)) if rule.after else ()
+        hit = tuple(dict.fromkeys(e.rule for e in earlier + errors if e.rule in rule.after)) if rule.after else ()
         if hit:
             out.append(RuleOutcome(rule, skipped_after=hit))
             continue

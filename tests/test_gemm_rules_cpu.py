@@ -47,7 +47,7 @@ BREAKS_ALONE = {
     "group_m": {"group_m": 0},
     "inflight": {"inflight": 2},
 }
-PROBLEM_BREAKS = {"k_alignment": (128, 128, 100), "n_alignment": (128, 100, 64)}
+PROBLEM_BREAKS = {"shape_range": (0, 128, 64), "k_alignment": (128, 128, 100), "n_alignment": (128, 100, 64)}
 CONV = dict(n=2, h=8, w=8, c=64, k=64, r=3, s=3, pad=1)
 CONV_CONFIG = GemmConfig(bm=128, bn=128, pingpong=True, inflight=1)
 CONV_BREAKS = {
@@ -188,9 +188,14 @@ def test_explain_lists_every_rule():
     assert explain(CONV_CONFIG.with_(dtype="e4m3"), ConvShape(**(CONV | {"c": 48}))).broken_names == ["conv_dtype"]
     with pytest.raises(GemmError):
         explain("config")  # type: ignore[arg-type]
+    assert explain(GemmConfig(), (0, 8, 2**31)).broken_names == ["shape_range"]  # then the alignments skip
+    assert [str(e).split(":")[0] for e in explain(GemmConfig(), (0, 8, 2**31)).broken] == [
+        "[shape_range] m = 0", "[shape_range] k = 2147483648"]
     with pytest.raises(GemmError) as exc:
-        explain(GemmConfig(), (0, 1, 1))
+        explain(GemmConfig(), (1.5, 1, 1))
     assert exc.value.rule == "shape_range"
+    empty = explain(CONV_CONFIG, ConvShape(**(CONV | {"r": 9, "h": 4})))  # no output: no implicit GEMM to judge
+    assert empty.broken_names == ["conv_shape"] and "skipped  shape_range, k_alignment, n_alignment" in str(empty)
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:

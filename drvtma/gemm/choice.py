@@ -39,12 +39,13 @@ WHOLE_TILE_WAVES = {2: 8, 1: 2}  # input bytes -> waves of tiles from which whol
 WIDE_GROUP_M = 16
 L2_BYTES = 60 * 2**20  # the H200's L2 (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE), where the caller does not give its device's
 MAX_CTA_RANGE = 256  # TMA box rows: the most a CTA's tile (and a swapped skinny problem's M) may span
+MAX_EXTENT = 2**31 - 1  # the kernel takes int32 extents
 MIN_STAGES = 3  # a ring shallower than this loses more than the overlap gains (2 stages: 0.82x of 3 at 8192^3)
 
 
 def problem_extent(name: str, value) -> int:
     """A problem extent: an int in 1..2^31-1 (the kernel takes int32 extents)."""
-    return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=2**31 - 1,
+    return as_int(value, name, error=GemmError, rule="shape_range", lo=1, hi=MAX_EXTENT,
                   fix="use 1 <= value < 2^31 (the kernel takes int32 extents)")
 
 

@@ -230,8 +230,8 @@ class GemmConfig:
         return cast(list[GemmError], broken_rules(GEMM_RULES, self))  # the GEMM rules yield GemmErrors
 
     def check_problem(self, m: int, n: int, k: int) -> None:
-        """Shapes TMA can describe (`rules.PROBLEM_RULES`): 16-byte row strides of A, B (K) and C (N); int32
-        extents. Raises the first GemmError."""
+        """Shapes TMA can describe (`rules.PROBLEM_RULES`): int32 extents, 16-byte row strides of A, B (K) and C (N).
+        Raises the first GemmError."""
         m, n, k = (problem_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
         for err in broken_rules(PROBLEM_RULES, self, m, n, k):
             raise err

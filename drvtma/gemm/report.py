@@ -12,17 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, cast
 
-from ..errors import GemmError, RuleOutcome, rule_outcomes
-from .choice import problem_extent
+from ..errors import GemmError, RuleOutcome, as_int, rule_outcomes
 from .config import GemmConfig
 from .rules import CONV_RULES, GATES, GEMM_RULES, IN_DTYPES, MAX_ACC_REGS, PROBLEM_RULES, SMEM_LIMIT
 
 if TYPE_CHECKING:
     from .conv import ConvShape
-
-# the problem rules read the element sizes: without a known dtype and out_dtype they mean nothing
-_SIZES = frozenset({"dtype", "out_dtype"})
-
 
 @dataclass(frozen=True)
 class GemmReport:
@@ -83,27 +78,25 @@ class GemmReport:
 def explain(config: GemmConfig, problem=None) -> GemmReport:
     """`config` against every GEMM rule; `problem`: None, the GEMM's (m, n, k), or a `ConvShape` (its rules and its
     implicit GEMM's problem rules too). Raises GemmError only for what is no configuration or shape at all (a
-    non-GemmConfig, an extent outside 1..2^31-1)."""
+    non-GemmConfig, an extent that is no integer)."""
     if not isinstance(config, GemmConfig):
         raise GemmError("type", "config", type(config).__name__, "give a GemmConfig(...)")
     conv = None
+    # a ConvShape is known by its gemm_mnk: importing conv (and its oracles) here would cost every `import drvtma.gemm`
     if problem is not None and not isinstance(problem, (tuple, list)):
-        if not hasattr(problem, "gemm_mnk"):  # duck-typed: conv sits above this module's importers
+        if not hasattr(problem, "gemm_mnk"):
             raise GemmError("type", "problem", type(problem).__name__, "give (m, n, k) or a ConvShape")
         conv, problem = problem, problem.gemm_mnk
     if problem is not None:
         if len(problem) != 3:
             raise GemmError("type", "problem", problem, "give (m, n, k) or a ConvShape")
-        problem = tuple(problem_extent(name, v) for name, v in zip("mnk", problem))
+        problem = tuple(as_int(v, name, error=GemmError, rule="shape_range") for name, v in zip("mnk", problem))
     outcomes = [("configuration", o) for o in rule_outcomes(GEMM_RULES, config)]
     if conv is not None:
         outcomes += [("convolution", o) for o in rule_outcomes(CONV_RULES, conv, config)]
     if problem is not None:
-        sizes = tuple(dict.fromkeys(e.rule for _, o in outcomes for e in o.errors if e.rule in _SIZES))
-        if sizes:
-            outcomes += [("problem", RuleOutcome(rule, skipped_after=sizes)) for rule in PROBLEM_RULES]
-        else:
-            outcomes += [("problem", o) for o in rule_outcomes(PROBLEM_RULES, config, *problem)]
+        before = [e for _, o in outcomes for e in o.errors]  # the problem rules' `after` name some of them
+        outcomes += [("problem", o) for o in rule_outcomes(PROBLEM_RULES, config, *problem, before=before)]
     return GemmReport(config, cast("tuple[int, int, int] | None", problem), conv, tuple(outcomes))
 
 
@@ -127,6 +120,6 @@ def describe(config: GemmConfig, problem=None, conv=None, *, gates_hold: bool = 
     if problem is not None:
         m, n, k = problem
         what = "implicit GEMM" if conv is not None else "problem"
-        tiles = f", {config.tiles(m, n)} tiles of {config.bm} x {config.bn}" if gates_hold else ""
+        tiles = f", {config.tiles(m, n)} tiles of {config.bm} x {config.bn}" if gates_hold and min(m, n) > 0 else ""
         out.append(f"{what}: C [{m}, {n}] = A [{m}, {k}] . B [{n}, {k}]^T{tiles}")
     return out

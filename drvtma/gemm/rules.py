@@ -18,7 +18,7 @@ from ..runtime.capabilities import HOPPER
 from ..runtime.compiler import include_dir
 from ..tma.spec import L2Promotion, Swizzle
 from ..wgmma.dtypes import M as WGMMA_M
-from .choice import MAX_CTA_RANGE
+from .choice import MAX_CTA_RANGE, MAX_EXTENT, problem_extent
 
 if TYPE_CHECKING:
     from .config import GemmConfig
@@ -219,7 +219,7 @@ GEMM_RULES = _gated((
 
 
 # ---------------------------------------------------------------------------------------------- problem shape
-# Subject: (config, m, n, k), extents already in 1..2^31-1 (`choice.problem_extent`), the config's types valid.
+# Subject: (config, m, n, k), integers.
 
 def _unit(nbytes: int) -> int:
     return 16 // nbytes
@@ -229,17 +229,32 @@ def _pad(v: int, unit: int) -> int:
     return math.ceil(v / unit) * unit
 
 
+def _extents_broken(c: GemmConfig, m: int, n: int, k: int):
+    for name, v in zip("mnk", (m, n, k)):
+        try:
+            problem_extent(name, v)
+        except GemmError as err:
+            yield err
+
+
+# The alignments read the element sizes: meaningless after the configuration's dtype or out_dtype broke (explain
+# walks the tables in turn). A convolution without output has no implicit GEMM to judge.
+_RANGE = frozenset({"shape_range", "dtype", "out_dtype", "conv_shape"})
+
 PROBLEM_RULES = (
+    Rule(("shape_range",), lambda c, m, n, k: all(1 <= v <= MAX_EXTENT for v in (m, n, k)), _extents_broken,
+         after=frozenset({"conv_shape"})),
     Rule(("k_alignment",), lambda c, m, n, k: k % _unit(c.itemsize) == 0,
          _one("k_alignment", "k", lambda c, m, n, k: k,
               lambda c, m, n, k: f"pad K to a multiple of {_unit(c.itemsize)} ({_pad(k, _unit(c.itemsize))})",
               lambda c, m, n, k: f"rows of A and B are {k * c.itemsize} B; TMA needs strides that are 16-B "
-              "multiples")),
+              "multiples"), after=_RANGE),
     Rule(("n_alignment",), lambda c, m, n, k: n % _unit(c.out_itemsize) == 0,
          _one("n_alignment", "n", lambda c, m, n, k: n,
               lambda c, m, n, k: f"pad N to a multiple of {_unit(c.out_itemsize)} "
               f"({_pad(n, _unit(c.out_itemsize))})",
-              lambda c, m, n, k: f"rows of C are {n * c.out_itemsize} B; TMA needs strides that are 16-B multiples")),
+              lambda c, m, n, k: f"rows of C are {n * c.out_itemsize} B; TMA needs strides that are 16-B multiples"),
+         after=_RANGE),
 )
 
 
