@@ -176,9 +176,8 @@ class GemmConfig:
         return TensorMapSpec.create(self.wgmma.tma_dtype, (rows, self.panel_elems), (rows, self.panel_elems),
                                     swizzle=SWIZZLES[self.swizzle])
 
-    # The byte counts come from the boxes' validated TensorMapSpecs (about 30 us each to build), and every launch
-    # reads smem_bytes: computed once per configuration (it is frozen), or the host's issue time of one GEMM launch
-    # was 70 us, past the stream hold that keeps it out of the timed interval.
+    # Computed once per configuration (it is frozen): the byte counts come from validated TensorMapSpecs, too slow
+    # to rebuild at every launch, whose host time must stay inside the stream hold (docs/gemm.md, "The slow runs").
     @cached_property
     def a_bytes(self) -> int:
         return self.box_spec("A").smem_bytes * self.panels
@@ -311,7 +310,7 @@ class GemmConfig:
         return clusters * self.cluster_size
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int, l2_bytes: int | None = None) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
+        """The configuration to run this problem with (`drvtma.gemm.choice`: each choice timed against cuBLAS)."""
         return for_problem(self, m, n, k, sm_count, L2_BYTES if l2_bytes is None else l2_bytes)
 
     @property

@@ -84,7 +84,7 @@ class ConvShape:
         return conv_corners((self.r, self.s), self.pad, self.dilation)
 
     def default_config(self, dtype: str = "bfloat16") -> GemmConfig:
-        """What Conv2d runs without a configuration (measured on the H200 against cuDNN, docs/im2col.md): ping-pong
+        """What Conv2d runs without a configuration (chosen against cuDNN: docs/im2col.md): ping-pong
         warpgroups with one wgmma group in flight, the narrowest tile N that covers the output channels (64, 128,
         else 256), as many tile rows as 128 accumulators a thread allow, as many stages as fit."""
         bn = 64 if self.k <= 64 else 128 if self.k <= 128 else 256
