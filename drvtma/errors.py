@@ -172,6 +172,43 @@ def broken_rules(table: Iterable[Rule], *subject) -> list[RuleError]:
     return errors
 
 
+class RuleOutcome(NamedTuple):
+    """One entry of a table for one subject: the `errors` it yielded (none: it holds), or, when it was not checked,
+    `skipped_after`: the broken rules that made it meaningless."""
+
+    rule: Rule
+    errors: tuple[RuleError, ...] = ()
+    skipped_after: tuple[str, ...] = ()
+
+    @property
+    def status(self) -> str:
+        return "skipped" if self.skipped_after else "broken" if self.errors else "ok"
+
+
+def rule_outcomes(table: Iterable[Rule], *subject, before: Iterable[RuleError] = ()) -> list[RuleOutcome]:
+    """Every entry of `table` for `subject`, in order, walked as `broken_rules` walks it (its errors, in order, are
+    exactly theirs): what explains a subject rule by rule. `before`: the errors of tables walked earlier, which an
+    entry's `after` may name too."""
+    out: list[RuleOutcome] = []
+    earlier = list(before)
+    errors: list[RuleError] = []  # this table's: `stop` reads them only, as broken_rules does
+    stopped: tuple[str, ...] = ()
+    for rule in table:
+        if stopped:
+            out.append(RuleOutcome(rule, skipped_after=stopped))
+            continue
+        hit = tuple(dict.fromkeys(e.rule for e in earlier + errors if e.rule in rule.after)) if rule.after else ()
+        if hit:
+            out.append(RuleOutcome(rule, skipped_after=hit))
+            continue
+        mine = () if rule.holds(*subject) else tuple(rule.broken(*subject))
+        errors += mine
+        out.append(RuleOutcome(rule, mine))
+        if rule.stop and errors:
+            stopped = tuple(dict.fromkeys(e.rule for e in errors))
+    return out
+
+
 class StoreStraddleWarning(UserWarning):
     """A store map's inner extent is not a multiple of 16 bytes: stores at the edge write past it."""
 

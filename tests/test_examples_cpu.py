@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from drvtma.cli.bench import BENCHMARKS
+from drvtma.cli.check import FORMS
 from drvtma.cli.main import COMMANDS, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,7 +71,8 @@ def examples(text: str) -> list[tuple[str, str]]:
 
 
 def _all_examples() -> list[tuple[str, str]]:
-    texts = [_help(c) for c in COMMANDS] + [_help("bench", b) for b in BENCHMARKS]
+    texts = ([_help(c) for c in COMMANDS] + [_help("check", f) for f in FORMS]
+             + [_help("bench", b) for b in BENCHMARKS])
     return [e for t in texts for e in examples(t)]
 
 

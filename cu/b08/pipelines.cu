@@ -196,10 +196,7 @@ ws_ring(const float* __restrict__ in, u32* __restrict__ sums, int num_tiles, int
         return;
     }
     // Each thread releases its own reads of the stage (its arrive has release semantics; the producer's wait
-    // acquires). One arrive per warp after __syncwarp is just as correct under the PTX memory model, but
-    // compute-sanitizer's racecheck does not carry __syncwarp's ordering into the mbarrier: it reported the refill
-    // (the producer's bulk copy) against lanes 1..31's reads of the previous lap
-    // (cu/b08/release_repro.cu reproduces it). Per-thread arrivals leave racecheck nothing to guess.
+    // acquires): racecheck credits only the arriving lane, not __syncwarp's ordering (docs/results/sanitizer.md).
     // Consumer warps meet nobody but themselves (their reductions): a warp vote decides for each.
     consume_ring(r, full, fma_iters, sums, status, trace, kRoles, trace_capacity, [&](int i, int stage, bool waited) {
         if (!__all_sync(0xffffffffu, waited)) return false;

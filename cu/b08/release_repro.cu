@@ -1,10 +1,10 @@
 // The smallest producer/consumer ring that shows what compute-sanitizer racecheck makes of a stage release
-// (it once flagged ws_ring's warp-wide release). One consumer warp reads a 4 KiB stage (32 words a lane) and releases it on an "empty" mbarrier;
+// (docs/results/sanitizer.md). One consumer warp reads a 4 KiB stage (32 words a lane) and releases it on an "empty" mbarrier;
 // a producer warp waits for the release and refills the stage; `iters` fills through one stage.
 // DRVTMA_RELEASE picks the release protocol:
 //   0 __syncwarp, then lane 0 arrives (1 arrival): correct under the PTX memory model, since bar.warp.sync orders
-//     every lane's reads before lane 0's release-arrive; the protocol ws_ring had before that report
-//   1 every lane arrives (32 arrivals): each lane's own reads precede its own release; what ws_ring does now
+//     every lane's reads before lane 0's release-arrive; racecheck flags it
+//   1 every lane arrives (32 arrivals): each lane's own reads precede its own release; what ws_ring does
 //   2 lane 0 arrives with no __syncwarp: a real race (lanes 1..31 may still be reading), the control
 //   3 as 0, but the producer warp refills the stage with plain shared-memory stores instead of a bulk copy
 // Each lane writes out[(block * iters + fill) * 32 + lane] = the wrapping u32 sum of its 32 words; drvtma/b08/release_repro.py

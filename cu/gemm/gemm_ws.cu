@@ -510,8 +510,8 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
     const u64 cycles0 = clock64(), ns0 = globaltimer_ns();
     u32 tiles_done = 0;
 #endif
-    // from K here, not passed in: a kblocks computed before the role split stays live through it, and NVRTC
-    // 13.0's ptxas spilled that word in the mma.sync consumers (168 registers: 128 accumulators, 20 fragments)
+    // from K here, not passed in: a kblocks computed before the role split would stay live through it and spill in
+    // the mma.sync consumers (docs/gemm.md, Design)
     const int kblocks = (K + BK - 1) / BK;
     const StreamK sk(rows * cols, kblocks);
 #if GEMM_PINGPONG

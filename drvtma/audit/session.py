@@ -1,7 +1,7 @@
 """Wire a `Capture` to CUPTI's callback API through NVIDIA's cupti-python (the `audit` extra): subscribe, enable the
 driver calls that make and launch maps, the runtime's launches (counted) and module loads (parameter layouts),
-and hand each callback's record to the capture. CUPTI must match the driver's CUDA major version (cupti-python
-13.0 with libcupti 13.0 under a 580 driver is the pair a first probe used on an H100)."""
+and hand each callback's record to the capture. CUPTI must match the driver's CUDA major version (docs/audit.md,
+Requirements: a pair that works)."""
 
 from __future__ import annotations
 

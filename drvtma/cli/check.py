@@ -1,4 +1,5 @@
-"""`drvtma check`: describe a tensor-map spec, list every rule it breaks, and encode it when a GPU is present."""
+"""`drvtma check`: describe a tensor-map spec, list every rule it breaks, and encode it when a GPU is present;
+`drvtma check gemm` / `conv` (FORMS): a GEMM or convolution configuration, rule by rule."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from ..tma.rules import validate_all
 from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from ..tma.targets import map_target
 from .check_im2col import im2col_spec, tiled_only
-from .parser import Parser, address, list_of
+from .parser import Entry, Parser, address, list_of
+
+# `drvtma check FORM ...`: what else it checks, rule by rule (argv -> exit status, imported when run)
+FORMS = {
+    "gemm": Entry("drvtma.cli.check_gemm", "check_gemm_command", "a GEMM configuration (and problem) against every "
+                  "rule of the kernel"),
+    "conv": Entry("drvtma.cli.check_gemm", "check_conv_command", "a convolution on the GEMM kernel against every rule"),
+}
 
 # The values each option accepts (any case; the spec also takes the enums' own names, e.g. B128).
 SWIZZLES = ("none", "32B", "64B", "128B", "128B_atom_32B", "128B_atom_32B_flip_8B", "128B_atom_64B")
@@ -50,6 +58,8 @@ examples:
   drvtma check --im2col --dtype bf16 --shape 32,56,56,64 --lower-corner=-1,-1 --upper-corner=-1,-1 \\
                --channels-per-pixel 64 --pixels-per-column 128 --swizzle 128B
                (an im2col map, NumPy order N, [D, [H,]] W, C; corners D, H, W; give negative lists with =)
+  drvtma check gemm --m 4096 --n 4096 --k 4096 --dtype bf16
+               (a GEMM configuration, every rule listed; `drvtma check gemm --help`, `drvtma check conv --help`)
 
 exit status: 0 valid, 1 rules broken (listed) or the driver refused it, 2 usage, 3 --encode without a usable GPU"""
 
@@ -100,7 +110,8 @@ def accepted_values(examples: str = EXAMPLES) -> str:
 def _parser() -> Parser:
     p = Parser(
         prog="drvtma check", description="Describe, validate and (on a GPU) encode a tiled tensor map. Axes are "
-        "in NumPy order (outermost first); needs no GPU unless --encode.", epilog=accepted_values())
+        "in NumPy order (outermost first); needs no GPU unless --encode. `drvtma check gemm` and `drvtma check "
+        "conv` check a GEMM or convolution configuration instead.", epilog=accepted_values())
     add_map_options(p)
     im2col = p.add_argument_group("im2col maps (--im2col; no --box)")
     im2col.add_argument("--im2col", action="store_true", help="an im2col map (cuTensorMapEncodeIm2col)")
@@ -197,6 +208,8 @@ def spec_from_args(args) -> TensorMapSpec | Im2colSpec:
 
 def check_command(argv: list[str]) -> int:
     """0: valid (and encoded with --encode); 1: rules broken or the driver refused; 2: bad arguments."""
+    if argv and argv[0] in FORMS:
+        return FORMS[argv[0]].run(argv[1:])
     parser = _parser()
     args = parser.parse_args(argv)
     if (why := tiled_only(args)) is not None:

@@ -14,7 +14,8 @@ COMMANDS = {
                    "against the compute per tile, as the B-08 TMA article does (needs a TMA GPU)"),
     "bench": Entry("drvtma.cli.bench", "bench_command",
                    "benchmarks: roof, floors (the rings), descriptors, multicast, gemm (`drvtma bench NAME --help`)"),
-    "check": Entry("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map"),
+    "check": Entry("drvtma.cli.check", "check_command", "describe, validate and (on a GPU) encode a tensor map; "
+                   "`check gemm` / `check conv`: a GEMM or convolution configuration, rule by rule"),
     "wgmma": Entry("drvtma.cli.wgmma", "wgmma_command", "wgmma descriptors for a TMA tile per k-step, or --decode one"),
     "compile": Entry("drvtma.cli.compile", "compile_command",
                      "compile a kernel file with NVRTC and list its TMA instructions, or --inspect a binary"),

@@ -1,5 +1,6 @@
-"""One GEMM configuration (every claim of the async tensor-core article is one field), its named rules, and the compile-time
-defines of cu/gemm/gemm_ws.cu, descriptors included (from drvtma.wgmma.descriptor_for, never written by hand).
+"""One GEMM configuration (every claim of the async tensor-core article is one field), its derived sizes, and the
+compile-time defines of cu/gemm/gemm_ws.cu, descriptors included (from drvtma.wgmma.descriptor_for, never written by
+hand). Its named rules are the tables of `drvtma.gemm.rules`; `errors()` and `check()` run them.
 
 Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, next session):
 - swizzle: "none" / "32B" / "64B" / "128B" for the A and B tiles ("swizzle choice changes performance 10-20%");
@@ -23,51 +24,47 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
+from typing import cast
 
 import numpy as np
 
-from ..errors import GemmError, as_int
-from ..runtime.capabilities import HOPPER
-from ..runtime.compiler import include_dir
-from ..tma.spec import L2Promotion, Swizzle, TensorMapSpec
+from ..errors import GemmError, as_int, broken_rules
+from ..tma.spec import TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
-from ..wgmma.dtypes import M as WGMMA_M
-from .choice import L2_BYTES, MAX_CTA_RANGE, for_problem, problem_extent  # problem_extent: importable here too
+from .choice import L2_BYTES, for_problem, problem_extent
+from .rules import (  # noqa: F401 (the vocabularies, limits and generated_ns: importable from here too)
+    GEMM_RULES,
+    IN_DTYPES,
+    L2_EVICTS,
+    L2_PROMOTIONS,
+    MAX_ACC_REGS,
+    MAX_CTA_RANGE,
+    MAX_STAGES,
+    OUT_DTYPES,
+    PROBLEM_RULES,
+    REGISTERS_PER_SM,
+    SMEM_LIMIT,
+    SWIZZLES,
+    WGMMA_M,
+    generated_ns,
+)
 
 KERNEL_SOURCE = "gemm/gemm_ws.cu"
 KERNEL_NAME = "gemm_ws"
-SMEM_LIMIT = HOPPER.smem_per_block_optin  # the kernel is sm_90a only; a launch checks the device's own figure
-REGISTERS_PER_SM = 65_536
 ALIGN_SLACK = 1024  # the ring starts at the first 1024-byte boundary of dynamic shared memory
 EPI_BUF_BYTES = 64 * 128  # one staging buffer: 64 rows x 128 B of C
-MAX_STAGES = 16  # the deepest ring: a small tile's stages are small, and a skinny GEMM streams B at the depth it has
-MAX_ACC_REGS = 128  # accumulator floats per consumer thread that fit beside the rest (fast.cu: more serialise)
 
-IN_DTYPES = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}
-OUT_DTYPES = {"bfloat16": (0, 2), "float16": (1, 2), "float32": (2, 4)}  # name -> (GEMM_OUT, bytes)
 _DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "f16": "float16", "half": "float16",
                   "e4m3": "float8_e4m3fn", "fp8": "float8_e4m3fn", "float8_e4m3": "float8_e4m3fn",
                   "e5m2": "float8_e5m2", "fp32": "float32", "f32": "float32"}
-SWIZZLES = {"none": Swizzle.NONE, "32B": Swizzle.B32, "64B": Swizzle.B64, "128B": Swizzle.B128}
-# how far the L2 widens an A or B load's requests from memory (CU_TENSOR_MAP_L2_PROMOTION_*)
-L2_PROMOTIONS = {"none": L2Promotion.NONE, "64B": L2Promotion.B64, "128B": L2Promotion.B128, "256B": L2Promotion.B256}
-L2_EVICTS = {"normal": 0, "first": 1, "last": 2}  # an operand's L2 priority -> GEMM_EVICT_* (kEvict* in copy.cuh)
 
 
 def dtype_name(value) -> str:
     """The ml_dtypes / NumPy name of a dtype ("bf16" -> "bfloat16", "e4m3" -> "float8_e4m3fn")."""
     name = str(getattr(value, "name", value)).lower()
     return _DTYPE_ALIASES.get(name, name)
-
-
-@lru_cache(maxsize=None)
-def generated_ns(type_name: str) -> tuple[int, ...]:
-    """The N values wgmma_ops.cuh has an SS wrapper for (it is generated for a subset of the legal N)."""
-    text = (include_dir() / "drvtma" / "wgmma_ops.cuh").read_text()
-    return tuple(sorted({int(n) for n in re.findall(rf"wgmma_ss_{type_name}_n(\d+)\(", text)}))
 
 
 _INT_FIELDS = ("bm", "bn", "bk", "stages", "consumers", "producer_regs", "consumer_regs", "group_m", "inflight",
@@ -179,9 +176,8 @@ class GemmConfig:
         return TensorMapSpec.create(self.wgmma.tma_dtype, (rows, self.panel_elems), (rows, self.panel_elems),
                                     swizzle=SWIZZLES[self.swizzle])
 
-    # The byte counts come from the boxes' validated TensorMapSpecs (about 30 us each to build), and every launch
-    # reads smem_bytes: computed once per configuration (it is frozen), or the host's issue time of one GEMM launch
-    # was 70 us, past the stream hold that keeps it out of the timed interval.
+    # Computed once per configuration (it is frozen): the byte counts come from validated TensorMapSpecs, too slow
+    # to rebuild at every launch, whose host time must stay inside the stream hold (docs/gemm.md, "The slow runs").
     @cached_property
     def a_bytes(self) -> int:
         return self.box_spec("A").smem_bytes * self.panels
@@ -222,122 +218,22 @@ class GemmConfig:
     # ---- rules
     def check(self) -> GemmConfig:
         """Raise the first GemmError (rule named); return self when the kernel can take this configuration."""
-        for err in self.errors():
-            raise err
+        errors = self.errors()
+        if errors:
+            raise errors[0]
         return self
 
-    def errors(self):
-        if self.dtype not in IN_DTYPES:
-            yield GemmError("dtype", "dtype", self.dtype, f"use one of {', '.join(IN_DTYPES)}",
-                            "the kernel multiplies 16-bit floats or fp8 (K-major)")
-            return
-        if self.out_dtype not in OUT_DTYPES:
-            yield GemmError("out_dtype", "out_dtype", self.out_dtype, f"use one of {', '.join(OUT_DTYPES)}")
-            return
-        if self.mma not in ("wgmma", "mma_sync"):
-            yield GemmError("mma_kind", "mma", self.mma, "use 'wgmma' or 'mma_sync' (the article's traditional-mma "
-                            "baseline)")
-        if self.streamk and (not self.persistent or self.cluster_size != 1):
-            yield GemmError("streamk_schedule", "streamk", self.streamk,
-                            "use persistent=True and cluster_m=cluster_n=1 with it",
-                            "stream-K splits the last wave over one CTA per SM, without clusters")
-        if self.cluster_m not in (1, 2):
-            yield GemmError("cluster_size", "cluster_m", self.cluster_m, "use 1 or 2",
-                            "the kernel pairs CTAs along M to share B (fast.cu measured clusters > 2 much slower)")
-        if self.cluster_n not in (1, 2) or self.cluster_size > 2:
-            yield GemmError("cluster_size", "cluster_n", self.cluster_n, "use 1, or 2 with cluster_m=1",
-                            "the kernel pairs CTAs along M to share B, or along N to share A: not both")
-        if self.swizzle not in SWIZZLES:
-            yield GemmError("swizzle", "swizzle", self.swizzle, f"use one of {', '.join(SWIZZLES)}")
-            return
-        if self.l2_promotion not in L2_PROMOTIONS:
-            yield GemmError("l2_promotion", "l2_promotion", self.l2_promotion,
-                            f"use one of {', '.join(L2_PROMOTIONS)}", "the A and B maps' L2 promotion")
-            return
-        for name in (n for n in ("evict_a", "evict_b") if getattr(self, n) not in L2_EVICTS):
-            yield GemmError("l2_evict", name, getattr(self, name), f"use one of {', '.join(L2_EVICTS)}",
-                            "the L2 eviction priority of that operand's loads")
-            return
-        if self.consumers not in (1, 2):
-            yield GemmError("consumers", "consumers", self.consumers, "use 1 or 2 consumer warpgroups")
-            return
-        if self.pingpong and (self.consumers != 2 or self.mma != "wgmma" or self.streamk or not self.persistent):
-            yield GemmError("pingpong_schedule", "pingpong", self.pingpong,
-                            "use it with consumers=2, mma='wgmma', persistent=True and streamk=False",
-                            "two warpgroups take the tiles of a persistent CTA in turn")
-            return
-        if self.swap_ab and self.out_itemsize != 2:
-            yield GemmError("swap_ab_output", "out_dtype", self.out_dtype, "use bfloat16 or float16 C with swap_ab",
-                            "the swapped epilogue writes C's rows as 128-byte panels of 16-bit values")
-            return
-        if not (self.bm % (WGMMA_M * self.tile_wgs) == 0 and 0 < self.bm <= MAX_CTA_RANGE):
-            yield GemmError("tile_m", "bm", self.bm,
-                            f"use a multiple of {WGMMA_M * self.tile_wgs} up to 256 (whole m64 atoms per consumer)")
-            return
-        if self.swap_ab:  # the tile's columns are C's rows: whole 64-row panels, or one panel of fewer
-            ns = [n for n in generated_ns(self.wgmma.name) if n % 64 == 0 or n < 64]
-            why = "the swapped epilogue stores 64 of C's rows at a time, or all of a narrower tile's"
-        else:
-            ns = [n for n in generated_ns(self.wgmma.name) if n % self.epilogue_width == 0]
-            why = f"the epilogue stores whole {self.epilogue_width}-column panels"
-        if self.bn not in ns:
-            yield GemmError("tile_n", "bn", self.bn, f"use one of {ns}",
-                            f"one wgmma covers the tile's N (wgmma_ops.cuh wrappers), {why}")
-            return
-        if self.k_tile <= 0 or self.k_tile % self.panel_elems or (self.k_tile * self.itemsize) % 32:
-            yield GemmError("tile_k", "bk", self.k_tile,
-                            f"use a multiple of {max(self.panel_elems, 32 // self.itemsize)} (whole {self.span}-B "
-                            "panels and 32-B wgmma k-steps)")
-            return
-        if self.mma == "mma_sync" and (self.m_atoms != 1 or self.bn % 64):
-            yield GemmError("mma_sync_tile", "bm, bn", (self.bm, self.bn),
-                            f"use bm = {64 * self.consumers} (64 rows per consumer) and bn 128 or 256",
-                            "each mma.sync warp computes its warpgroup's 64 rows x bn / 4 columns")
-        if self.mma == "mma_sync" and self.itemsize == 1:
-            yield GemmError("mma_sync_dtype", "dtype", self.dtype, "use bfloat16 or float16 with mma='mma_sync'",
-                            "sm_90 has no fp8 mma.sync: ptxas emulates m16n8k32 with two fp16 HMMAs and spills")
-        acc = self.m_atoms * self.bn // 2
-        if acc > MAX_ACC_REGS:
-            yield GemmError("accumulator_registers", "bm, bn", (self.bm, self.bn),
-                            f"use more consumers or a smaller tile: {acc} accumulator floats per thread > "
-                            f"{MAX_ACC_REGS}", "ptxas serialises wgmma without registers to spare")
-        if not 1 <= self.stages <= MAX_STAGES:
-            yield GemmError("stages", "stages", self.stages, f"use 1..{MAX_STAGES}")
-        if not 2 <= self.epilogue_buffers <= max(2, self.epilogue_panels):
-            yield GemmError("epilogue_buffers", "epilogue_buffers", self.epilogue_buffers,
-                            f"use 2..{max(2, self.epilogue_panels)} (the warpgroup tile's panels)",
-                            "a panel is staged while the one before is stored; more buffers than panels are unused")
-        if self.smem_bytes > SMEM_LIMIT:
-            yield GemmError("smem_capacity", "stages", self.stages,
-                            f"use at most {self.stages_that_fit()} stages of this tile",
-                            f"{self.smem_bytes} B of shared memory > {SMEM_LIMIT} B")
-        if self.setmaxnreg:
-            for name in ("producer_regs", "consumer_regs"):
-                v = getattr(self, name)
-                if not (24 <= v <= 256 and v % 8 == 0):
-                    yield GemmError("setmaxnreg_range", name, v, "use a multiple of 8 in 24..256")
-            total = 128 * self.producer_regs + 128 * self.consumers * self.consumer_regs
-            if total > REGISTERS_PER_SM:
-                yield GemmError("register_budget", "producer_regs, consumer_regs",
-                                (self.producer_regs, self.consumer_regs),
-                                f"keep 128 x producer + {128 * self.consumers} x consumer <= {REGISTERS_PER_SM}",
-                                f"{total} registers: setmaxnreg.inc would wait forever for them")
-        if self.group_m < 1:
-            yield GemmError("group_m", "group_m", self.group_m, "use 1 (row-major) or more tile rows per group")
-        if self.inflight not in (0, 1):
-            yield GemmError("inflight", "inflight", self.inflight, "use 0 or 1")
+    def errors(self) -> list[GemmError]:
+        """Every broken rule of `rules.GEMM_RULES`, in table order (a broken gate, such as an unknown dtype, ends
+        the list: what follows reads what it vouches for)."""
+        return cast(list[GemmError], broken_rules(GEMM_RULES, self))  # the GEMM rules yield GemmErrors
 
     def check_problem(self, m: int, n: int, k: int) -> None:
-        """Shapes TMA can describe: 16-byte row strides of A, B (K) and C (N); int32 extents."""
+        """Shapes TMA can describe (`rules.PROBLEM_RULES`): int32 extents, 16-byte row strides of A, B (K) and C (N).
+        Raises the first GemmError."""
         m, n, k = (problem_extent(name, v) for name, v in (("m", m), ("n", n), ("k", k)))
-        unit = 16 // self.itemsize
-        if k % unit:
-            raise GemmError("k_alignment", "k", k, f"pad K to a multiple of {unit} ({math.ceil(k / unit) * unit})",
-                            f"rows of A and B are {k * self.itemsize} B; TMA needs strides that are 16-B multiples")
-        unit = 16 // self.out_itemsize
-        if n % unit:
-            raise GemmError("n_alignment", "n", n, f"pad N to a multiple of {unit} ({math.ceil(n / unit) * unit})",
-                            f"rows of C are {n * self.out_itemsize} B; TMA needs strides that are 16-B multiples")
+        for err in broken_rules(PROBLEM_RULES, self, m, n, k):
+            raise err
 
     # ---- descriptors and defines
     def descriptors(self) -> tuple[list[int], list[int], int]:
@@ -414,7 +310,7 @@ class GemmConfig:
         return clusters * self.cluster_size
 
     def for_problem(self, m: int, n: int, k: int, sm_count: int, l2_bytes: int | None = None) -> GemmConfig:
-        """The configuration to run this problem with, measured on the H200 (`drvtma.gemm.choice`)."""
+        """The configuration to run this problem with (`drvtma.gemm.choice`: each choice timed against cuBLAS)."""
         return for_problem(self, m, n, k, sm_count, L2_BYTES if l2_bytes is None else l2_bytes)
 
     @property

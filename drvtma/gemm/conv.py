@@ -19,16 +19,13 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..errors import GemmError, as_int
+from ..errors import GemmError, as_int, broken_rules
 from ..tma import im2col_oracle, oracle
 from ..tma.im2col_spec import Im2colSpec, conv_corners
 from ..tma.spec import TensorMapSpec
 from .config import L2_PROMOTIONS, GemmConfig
 from .reference import reference_gemm, value_dtype
-
-CONV_DTYPES = ("bfloat16", "float16")  # 16-bit operands: BK = 64 channels, one 128-byte swizzle panel per k-block
-MAX_OFFSET = 255  # im2col offsets of a rank-4 map: 0..255 (the filter tap times the dilation)
-CORNER_RANGE = (-128, 127)  # a rank-4 map's corners
+from .rules import CONV_DTYPES, CONV_RULES, CORNER_RANGE, MAX_OFFSET  # noqa: F401 (importable from here too)
 
 
 @dataclass(frozen=True)
@@ -75,33 +72,10 @@ class ConvShape:
                 f"pad {self.pad}" + (f", dilation {self.dilation}" if self.dilation != 1 else ""))
 
     def check(self, config: GemmConfig) -> ConvShape:
-        """Refuse, by a named rule with a fix, what the im2col map or the kernel's k-blocks cannot express."""
-        if config.dtype not in CONV_DTYPES:
-            raise GemmError("conv_dtype", "dtype", config.dtype, f"use {' or '.join(CONV_DTYPES)}",
-                            "the convolution's k-blocks are 64 channels of a 16-bit type")
-        if config.mma != "wgmma" or config.cluster_size != 1 or config.swap_ab:
-            raise GemmError("conv_config", "config", config.label(),
-                            "use the wgmma path without a cluster or swapped operands",
-                            "the convolution is built on the persistent wgmma GEMM only")
-        if config.evict_a != "normal":
-            raise GemmError("conv_config", "evict_a", config.evict_a, "leave evict_a='normal' (evict_b still applies "
-                            "to the filter's loads)", "the input comes through im2col loads, which take no L2 hint here")
-        if self.c % config.k_tile:
-            raise GemmError("conv_channels", "c", self.c, f"use a multiple of {config.k_tile} input channels",
-                            "a k-block must not straddle two filter taps")
-        if self.p < 1 or self.q < 1:
-            raise GemmError("conv_shape", "r, s", (self.r, self.s), "use a filter no larger than the padded input",
-                            f"the output would be {self.p} x {self.q}")
-        if max(self.r - 1, self.s - 1) * self.dilation > MAX_OFFSET:
-            raise GemmError("conv_offsets", "dilation", self.dilation, f"keep (filter - 1) x dilation <= {MAX_OFFSET}",
-                            "im2col offsets of a 2D map are 8-bit")
-        if self.stride > 8:
-            raise GemmError("conv_stride", "stride", self.stride, "use a stride of 1..8",
-                            "the map's traversal stride is 1..8")
-        lower, upper = self.corners
-        if not all(CORNER_RANGE[0] <= v <= CORNER_RANGE[1] for v in lower + upper):
-            raise GemmError("conv_corners", "pad", self.pad, "keep pad and pad - (filter - 1) x dilation within "
-                            f"{CORNER_RANGE[0]}..{CORNER_RANGE[1]}", "a 2D im2col map's corners are 8-bit")
+        """Refuse, by a named rule with a fix, what the im2col map or the kernel's k-blocks cannot express (the first
+        broken rule of `rules.CONV_RULES`, then the implicit GEMM's problem rules)."""
+        for err in broken_rules(CONV_RULES, self, config):
+            raise err
         config.check_problem(*self.gemm_mnk)
         return self
 
@@ -110,7 +84,7 @@ class ConvShape:
         return conv_corners((self.r, self.s), self.pad, self.dilation)
 
     def default_config(self, dtype: str = "bfloat16") -> GemmConfig:
-        """What Conv2d runs without a configuration (measured on the H200 against cuDNN, docs/im2col.md): ping-pong
+        """What Conv2d runs without a configuration (chosen against cuDNN: docs/im2col.md): ping-pong
         warpgroups with one wgmma group in flight, the narrowest tile N that covers the output channels (64, 128,
         else 256), as many tile rows as 128 accumulators a thread allow, as many stages as fit."""
         bn = 64 if self.k <= 64 else 128 if self.k <= 128 else 256

@@ -62,11 +62,9 @@ def open_cublas(prefer: str | None = None):
     raise NoCublasError("no cuBLAS backend: " + "; ".join(errors) + " (pip install 'drvtma[bench]' for nvmath-python)")
 
 
-# drvtma's fp8 GEMM keeps its sums in the tensor core's fp8-mode accumulator for the whole K loop (no promotion to
-# fp32 every few k-blocks, as DeepGEMM does), which keeps fewer bits than fp32 (docs/wgmma.md: ~1e-3 relative on
-# random data). cuBLAS does the same only in its fast-accumulation mode, so fp8 is compared and timed against that
-# mode; its default (promoted) mode differs from drvtma's result by more than fp32 rounding at K = 4096 (seen: 4.4x
-# the fp32-accumulation tolerance on the H200).
+# drvtma's fp8 GEMM sums in the tensor core's fp8-mode accumulator for the whole K loop (no promotion to fp32), as
+# cuBLAS does only in its fast-accumulation mode: fp8 is compared and timed against that mode (its default, promoted
+# mode differs by more than fp32 rounding: docs/gemm.md).
 FP8_ACCUMULATION = "fast (tensor-core accumulator, no fp32 promotion), in drvtma and in cuBLAS"
 
 # The enum that names an algorithm field's value (cublasLtMatmulTile_t, ...), by MatmulAlgoConfigAttribute name.
@@ -85,7 +83,7 @@ def _enum_name(lt, field: str, value: int) -> str:
 
 def _attribute(value, dtype) -> np.ndarray:
     """`value` in the C type cuBLASLt declares for an attribute (nvmath's get_*_attribute_dtype): an attribute given
-    the wrong size is refused with CUBLAS_STATUS_INVALID_VALUE (FAST_ACCUM is an int8_t: 4 bytes failed on the H200)."""
+    the wrong size is refused with CUBLAS_STATUS_INVALID_VALUE (FAST_ACCUM is an int8_t: 4 bytes are refused)."""
     return np.array([value], np.dtype(dtype))
 
 
@@ -285,7 +283,7 @@ class TorchGemm(Resource):
 
 def kernel_names(run) -> list[str]:
     """The CUDA kernels one call of `run()` launched, through torch's profiler (CUPTI); [] without torch, or with
-    DRVTMA_CUBLAS_KERNEL_NAMES=0 (a process that profiled once was seen to crash at exit on the H200 image)."""
+    DRVTMA_CUBLAS_KERNEL_NAMES=0 (a process that profiled may crash at exit: docs/gemm.md)."""
     if not settings.CUBLAS_KERNEL_NAMES.get():
         return []
     try:

@@ -13,11 +13,9 @@ import numpy as np
 # so they differ by output roundings (2^-8 relative for bf16, either side) and fp32 summation order.
 RTOL = {"bfloat16": 2.0**-7, "float16": 2.0**-10, "float32": 2.0**-18}
 ATOL = 2.0**-12
-# fp8 inputs: the tensor core's fp8-mode accumulator keeps fewer bits than fp32 (docs/wgmma.md measured ~1e-3 of the
-# largest value on random data), and two GEMMs that sum in different orders differ by about that much. That error
-# grows with the number of k-steps while the sums grow as sqrt(K), so against the largest value it grows as sqrt(K):
-# on the H200, stream-K against cuBLAS (3 draws at 4096 x 4096 x K) read 0.50 / 0.59 / 0.67 / 0.91-1.08 / 1.32-1.36
-# of 2^-8 at K = 2048 / 4096 / 8192 / 16384 / 32768. So the floor widens as sqrt(K / 4096) past K = 4096.
+# fp8 inputs: the fp8-mode accumulator keeps fewer bits than fp32 (about 1e-3 of the largest value), so GEMMs that
+# sum in different orders differ by that much, growing as sqrt(K) against the largest value: the floor widens as
+# sqrt(K / 4096) past K = 4096 (the readings: docs/gemm.md, "fp8's tolerance").
 ATOL_FP8 = 2.0**-8
 FP8_ATOL_K = 4096
 SMI_FIELDS = ("clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")

@@ -25,7 +25,7 @@ def strided_view(obj):
             if isinstance(obj, DLPackOnly):
                 raise
             # cuda.core reads torch tensors through a fast path that knows no fp8 ("Unsupported AOTI dtype code:
-            # 24" on the H200 image, cuda.core 1.2.0) although the tensor's own DLPack capsule carries it
+            # 24" from cuda.core 1.2.0) although the tensor's own DLPack capsule carries it
             return make(DLPackOnly(obj), -1)
     if hasattr(obj, "__cuda_array_interface__"):
         try:

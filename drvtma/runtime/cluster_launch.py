@@ -15,7 +15,8 @@ from ..errors import ClusterError, CudaError, is_int
 from .driver import call, cu, cuda_error
 
 PORTABLE_CLUSTER_CTAS = 8  # "the portable cluster size for sm_90 is 8" [doc D]
-NON_PORTABLE_CLUSTER_CTAS = 16  # H100/H200 with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED [code, seen]
+# Hopper's most with CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (what ran: docs/results/multicast.md)
+NON_PORTABLE_CLUSTER_CTAS = 16
 
 
 def _dims(value, what: str) -> tuple[int, int, int]:

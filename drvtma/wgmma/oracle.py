@@ -13,7 +13,7 @@ Canonical layouts (T = elements per 16-B chunk, e = element bytes, span = swizzl
   MN-major none: (r%T)*e + (r/T)*SBO + (k%8)*16 + (k/8)*LBO              (LBO, SBO swap roles)
   MN-major swz : (r%T)*e + ((r/T)%(span/16))*16 + (r/(T*span/16))*LBO + (k%8)*span + (k/8)*SBO
 then  a ^= ((((a >> 7) - base_offset) & mask) << 4) on the absolute shared address (mask 1/3/7 for 32/64/128B):
-the phase TMA writes with, shifted back by the base offset [seen on the H200; docs/wgmma.md].
+the phase TMA writes with, shifted back by the base offset (what the GPU does: docs/wgmma.md).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from .descriptor import SmemDescriptor, WgmmaSwizzle
 from .dtypes import M, WgmmaType, wgmma_type
 
 _MASK = {WgmmaSwizzle.NONE: 0, WgmmaSwizzle.B32: 1, WgmmaSwizzle.B64: 3, WgmmaSwizzle.B128: 7}
-# How the descriptor's base offset enters the swizzle phase. The H200 subtracts it from the absolute line index:
-# phase = ((address >> 7) - base_offset) & mask, for 32B, 64B and 128B alike [seen, tests/test_wgmma_gpu.py];
-# the other models are kept so the GPU tests can show that they do not fit (docs/wgmma.md, §9 question 1).
+# How the descriptor's base offset enters the swizzle phase: the GPU subtracts it from the absolute line index,
+# phase = ((address >> 7) - base_offset) & mask, for 32B, 64B and 128B alike (docs/wgmma.md, §9 question 1); the
+# other models stay so tests/test_wgmma_gpu.py can show that they do not fit.
 BASE_OFFSET_MODELS = ("ignored", "add", "sub", "xor")
 BASE_OFFSET_MODEL = "sub"
 

@@ -4,8 +4,8 @@ Shapes and operands (PTX ISA §9.7.15.2-.3, .5.2): ``shape_m`` (M = 64), ``shape
 ``shape_n`` (8..256 step 8; s8/u8: 8, 16, 24, 32, 48, 64, ... 256), ``major_dtype`` (MN-major only for f16/bf16,
 with imm-trans), ``register_a_major`` (A from registers is K-major), ``operand`` (A or B).
 Descriptors: ``start_alignment``, ``field_range``, ``field_alignment`` (descriptor.py), ``swizzle_code``,
-``base_offset_range``, ``base_offset_use`` (a nonzero base offset reads a TMA tile wrong, wherever it sits [seen]),
-``swizzle_alignment`` (a swizzled start is a multiple of 32 B: a tile base or a k-step into it),
+``base_offset_range``, ``base_offset_use`` (a nonzero base offset reads a TMA tile wrong, wherever it sits:
+docs/wgmma.md), ``swizzle_alignment`` (a swizzled start is a multiple of 32 B: a tile base or a k-step into it),
 ``descriptor_mismatch`` (a descriptor that does not read the tile its tensor map wrote; see layout.py).
 """
 

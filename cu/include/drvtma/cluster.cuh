@@ -2,7 +2,8 @@
 // arrive, cluster-wide barrier initialisation, multicast tensor loads (ranks 1..5) and 1D bulk multicast,
 // distributed shared memory loads and stores. Rules and sources: the PTX ISA (cp.async.bulk, mapa, barrier.cluster, mbarrier) and the CUDA guide's clusters.
 //
-// The rules the helpers cannot enforce (the probes in cu/cluster/ pin what breaking them does on the H200):
+// The rules the helpers cannot enforce (the probes in cu/cluster/ pin what breaking them does:
+// docs/results/multicast.md):
 // - every CTA a multicast writes into must arm its own barrier for the bytes that land in it, issuer or not;
 // - nobody touches a peer's shared memory before every CTA initialised its barriers (init_cluster_barriers);
 // - a CTA must not exit, nor reuse a buffer, while a peer may still write into it (cluster_sync at the end).

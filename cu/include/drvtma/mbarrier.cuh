@@ -130,24 +130,14 @@ __device__ __forceinline__ bool mbar_wait(u64* bar, u32 parity, DrvtmaStatus* st
     return mbar_wait_bounded(mbar_try_wait_parity, bar, parity, st, barrier_id, stage, where);
 }
 
-// ---- uniform timeouts. Threads that go on to an aligned operation together (wgmma.*.sync.aligned over a
-// warpgroup, mma.sync / ldmatrix / shfl / vote over a warp, bar.sync over a named group) must all go on or all
-// leave. Per-thread bounds cannot give that: at the edge of the bound one thread gives up a moment before the
-// phase completes and another sees it complete, and the aligned op then waits forever for the one that left.
-// So every thread of the group waits (bounded), then the group votes: if any thread timed out, all leave.
-// Why this cannot hang: each thread reaches the vote within its own bound (the wait above does not depend on the
-// others), and the vote is a barrier of exactly the group's threads, all of which arrive, so it completes.
-// Why it cannot desync: the barrier's reduction hands every participant the same OR, so the decision is one.
-// Why not cheaper: a vote only on the slow path cannot work, since a thread whose first try_wait succeeds cannot
-// know, without hearing from the others, that one of them has already given up; the fast path has to take part.
-// The vote costs one barrier instruction per wait (bar.red among the group, no shared memory); where the code
-// already meets at a CTA barrier after the wait, that barrier becomes the vote (__syncthreads_or) at no cost. A
-// loop that waits every iteration can instead vote once after it (mbar_wait_or_stop: nobody leaves the loop early).
+// ---- uniform timeouts. Threads that go on to an aligned operation together (wgmma over a warpgroup, mma.sync /
+// ldmatrix / shfl / vote over a warp, bar.sync over a named group) must all go on or all leave: each waits (bounded),
+// then the group votes and all leave if any timed out (why it cannot hang or desync: docs/CONTRACT.md).
 
 // OR of `p` over the `threads` threads (whole warps) that meet at named barrier `id`; every one of them must
 // call it. The warp converges first (a lane may come from a wait loop the others skipped), so the barrier can be
-// the aligned form. The non-aligned form compiled to a WARPSYNC.COLLECTIVE emulation loop, and compute-sanitizer's
-// synccheck reported "Divergent thread(s) in block" at it for the 256-thread vote of the stream-K consumers.
+// the aligned form (the non-aligned one compiles to a WARPSYNC.COLLECTIVE loop that synccheck flags:
+// docs/results/sanitizer.md).
 __device__ __forceinline__ bool group_any(u32 id, u32 threads, bool p) {
     u32 any;
     __syncwarp();
