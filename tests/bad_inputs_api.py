@@ -27,14 +27,14 @@ from drvtma.show import bank_report, cells, draw_image, overlay
 from drvtma.show.failure import failure_svg
 from drvtma.testing.failures import check_images
 from drvtma.runtime.cluster_launch import check_cluster_shape
-from drvtma.tma import decode as D
-from drvtma.tma import replace as R
+from drvtma.tma.tiled import decode as D
+from drvtma.tma.maps import replace as R
 from drvtma.tma import stores as S
-from drvtma.tma.im2col_encode import encode_im2col
-from drvtma.tma.im2col_oracle import check_im2col_coordinates as im2col_coordinates
-from drvtma.tma.im2col_rules import validate_im2col
-from drvtma.tma.im2col_spec import Im2colSpec
-from drvtma.tma.oracle import check_load_coordinates
+from drvtma.tma.im2col.encode import encode_im2col
+from drvtma.tma.im2col.oracle import check_im2col_coordinates as im2col_coordinates
+from drvtma.tma.im2col.rules import validate_im2col
+from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.tiled.oracle import check_load_coordinates
 from drvtma.testing import RngChooser, break_rule, build_coordinates, build_valid_spec, special_float_bits
 from drvtma.wgmma import SmemDescriptor, check_descriptor, check_operands, check_shape, descriptor_for, spec_for_tile
 from drvtma.wgmma import from_tma_swizzle, to_tma_swizzle, wgmma_type
@@ -536,7 +536,7 @@ CASES: list[ApiCase] = [
             T, ("packed_dim", "256")),
     ApiCase("packed-store", lambda: S.check_store_spec(TensorMapSpec.create("16u4_align16b", (256,), (128,),
                                                                             target="sm_100a")), T, ("packed_store",)),
-    ApiCase("gather4-rows", lambda: __import__("drvtma.tma.blackwell_rules", fromlist=["x"]).gather4_values(
+    ApiCase("gather4-rows", lambda: __import__("drvtma.tma.tiled.blackwell_rules", fromlist=["x"]).gather4_values(
         TensorMapSpec.create("u8", (8, 64), (1, 16), target="sm_100a"), np.zeros(512, np.uint8), 0, [1]), T,
         ("gather4_rows", "rows")),
     # ---- maps cuda.core's as_tensor_map cannot express (drvtma.fuzz.cuda_core)
@@ -544,7 +544,7 @@ CASES: list[ApiCase] = [
         spec(dtype="tfloat32", strides_bytes=(256, 4))), ArgumentError, ("cuda_core_dtype", "dtype", "tfloat32")),
     ApiCase("cuda-core-box", lambda: __import__("drvtma.fuzz.cuda_core", fromlist=["x"]).tensor_map_arguments(
         spec(shape=(8, 64))), ArgumentError, ("cuda_core_box", "box", "(64, 64)")),
-    # ---- im2col maps' bytes (drvtma.tma.im2col_decode) and tensormap.replace on them
+    # ---- im2col maps' bytes (drvtma.tma.im2col.decode) and tensormap.replace on them
     ApiCase("decode-im2col-map", lambda: D.decode(_im2col_bytes()), T, ("decode_im2col_map", "decode_im2col")),
     ApiCase("decode-im2col-tiled-map",
             lambda: _im2col_decode().decode_im2col(D.encode_bytes(spec(base_address=1 << 20))), T,
@@ -559,7 +559,7 @@ CASES: list[ApiCase] = [
 
 
 def _im2col_decode():
-    from drvtma.tma import im2col_decode
+    from drvtma.tma.im2col import decode as im2col_decode
 
     return im2col_decode
 

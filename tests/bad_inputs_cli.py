@@ -10,8 +10,8 @@ from bad_inputs import CliCase
 
 def _map_hex(box_inner: int | None = None) -> str:
     """A float32 map's 128 bytes as hex; `box_inner` overwrites its inner box dimension (3 floats: a rule broken)."""
-    import drvtma.tma.decode as D
-    from drvtma.tma.spec import TensorMapSpec
+    import drvtma.tma.tiled.decode as D
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     raw = D.encode_bytes(TensorMapSpec.create("float32", (64, 64), (16, 32), base_address=1 << 20))
     if box_inner is not None:
@@ -25,9 +25,9 @@ BROKEN = _map_hex(box_inner=3)
 
 def _im2col_extra_bit_hex() -> str:
     """An im2col map's bytes with bit 500 set: no field of an im2col map holds it."""
-    import drvtma.tma.decode as D
-    from drvtma.tma.im2col_decode import encode_im2col_bytes
-    from drvtma.tma.im2col_spec import Im2colSpec
+    import drvtma.tma.tiled.decode as D
+    from drvtma.tma.im2col.decode import encode_im2col_bytes
+    from drvtma.tma.im2col.spec import Im2colSpec
 
     raw = encode_im2col_bytes(Im2colSpec.create("f16", (2, 8, 8, 16), (-1, -1), (-1, -1), 16, 32, base_address=1 << 20))
     return D.put(int.from_bytes(raw, "little"), (500, 1), 1).to_bytes(128, "little").hex()

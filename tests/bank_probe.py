@@ -7,7 +7,7 @@ import numpy as np
 
 from drvtma.show import draw_image, wavefronts
 from drvtma.show.banks import requests
-from drvtma.tma.spec import Swizzle, TensorMapSpec
+from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 
 KERNEL = "show/bank_probe.cu"
 SMEM_BYTES = 16 * 1024  # the kernel's buffer (BANK_SMEM_BYTES)

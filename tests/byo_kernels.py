@@ -4,7 +4,7 @@ skips the last 16-byte chunk of each row)."""
 
 import numpy as np
 
-from drvtma.tma import oracle
+from drvtma.tma.tiled import oracle
 from drvtma.tma.stores import CHUNK_BYTES, apply_store, reduce_values, store_targets
 
 

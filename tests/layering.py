@@ -44,11 +44,12 @@ class Violation:
         return f"{self.path}:{self.line} imports {self.target}: room {self.room} may import only {may}"
 
 
-def read_layers(contract: Path) -> dict[str, set[str]]:
-    """The ```layers block of CONTRACT.md: `room: a b c` per line (`*` = every room)."""
-    block = re.search(r"```layers\n(.*?)```", contract.read_text(), re.S)
+def read_layers(contract: Path, block_name: str = "layers") -> dict[str, set[str]]:
+    """The ```layers block of CONTRACT.md (or another, such as ```tma-rooms): `room: a b c` per line (`*` = every
+    room)."""
+    block = re.search(rf"```{re.escape(block_name)}\n(.*?)```", contract.read_text(), re.S)
     if not block:
-        raise ValueError(f"{contract} has no ```layers block")
+        raise ValueError(f"{contract} has no ```{block_name} block")
     layers = {}
     for line in block.group(1).splitlines():
         if line.strip():
@@ -243,9 +244,54 @@ def _shortest_loop(graph: ModuleGraph, group: list[str]) -> Cycle:
     raise AssertionError(f"no loop through {start}")  # a strongly connected group always has one
 
 
+def sub_room_violations(package_dir: Path, room: str, order: dict[str, set[str]]) -> list[str]:
+    """Imports inside `room` that go up its sub-rooms' `order` (`sub: subs it may import`), function-level ones
+    included. The room's own top-level modules are shared by every sub-room and import none; a sub-room not in
+    `order` is one too. Sub-rooms re-export their modules in their `__init__`, so an import back up would let a
+    module meet its package half-initialised, a loop `cycles` cannot see (it leaves parent packages out).
+
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> for f, text in {"pkg/__init__.py": "", "pkg/room/__init__.py": "", "pkg/room/shared.py": "",
+    ...                 "pkg/room/low/__init__.py": "from .a import A", "pkg/room/low/a.py": "from ..shared import S",
+    ...                 "pkg/room/high/__init__.py": "", "pkg/room/high/b.py": "from ..low import a",
+    ...                 "pkg/room/low/c.py": "def f():\\n    from ..high import b"}.items():
+    ...     (root / f).parent.mkdir(parents=True, exist_ok=True); _ = (root / f).write_text(text)
+    >>> sub_room_violations(root / "pkg", "room", {"low": set(), "high": {"low"}})
+    ['pkg/room/low/c.py:2 imports pkg.room.high.b: room.low may import only the shared modules']
+    """
+    graph = module_graph(package_dir)
+    prefix = f"{package_dir.name}.{room}"
+
+    def sub(name: str) -> str | None:
+        """The sub-room of a module of `room` ('' for a shared top-level one), None outside `room`."""
+        parts = name.split(".")
+        if parts[:2] != prefix.split(".") or len(parts) < 3:
+            return None
+        is_package = graph.modules[name].name == "__init__.py"
+        return parts[2] if len(parts) > 3 or is_package else ""
+
+    found = []
+    for source, targets in sorted(graph.edges.items()):
+        for target, edge in sorted(targets.items()):
+            here, there = sub(source), sub(target)
+            if here is None or there is None or there in ("", here):
+                continue
+            where = f"{edge.path}:{edge.line}"
+            if not here:
+                found.append(f"{where} imports {target}: {room}'s shared modules import no sub-room")
+            elif here not in order:
+                found.append(f"{where}: sub-room {room}.{here} is not in the order")
+            elif there not in order[here]:
+                may = ", ".join(sorted(order[here])) or "only the shared modules"
+                found.append(f"{where} imports {target}: {room}.{here} may import {may}")
+    return found
+
+
 def unnamed_modules(package_dir: Path, contract: Path) -> list[str]:
     """Modules CONTRACT.md does not name: a room's module must appear in backticks in its room's row of the rooms
-    table (`spec`, `coverage` ... `core`), a top-level one as `drvtma/<name>.py` or on the `facade:` line."""
+    table (`spec`, `coverage` ... `core`; one of a sub-room also with the sub-room: `tiled/`), a top-level one as
+    `drvtma/<name>.py` or on the `facade:` line."""
     text = contract.read_text()
     rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `[\w]+/(\w+)/` \|.*$", text, re.M)}
     facade_line = re.search(r"^facade:(.*)$", text, re.M)
@@ -258,7 +304,9 @@ def unnamed_modules(package_dir: Path, contract: Path) -> list[str]:
         if len(parts) == 1:
             named = f"`{package_dir.name}/{parts[0]}.py`" in text or parts[0] in facades
         else:
-            named = re.search(rf"`{re.escape(parts[-1])}\b", rows.get(parts[0], "")) is not None
+            row = rows.get(parts[0], "")
+            named = re.search(rf"`{re.escape(parts[-1])}\b", row) is not None
+            named = named and all(re.search(rf"`{re.escape(sub)}/?`", row) for sub in parts[1:-1])
         if not named:
             missing.append(str(path.relative_to(package_dir.parent)))
     return missing

@@ -102,8 +102,8 @@ def failure_example() -> str:
     """The failure picture: a bf16 16 x 64 box (128B swizzle) at 512 mod 1024, where the device swapped the first
     two 16-byte chunks of box row 2 (what a wrong swizzle phase does)."""
     from drvtma.show.failure import failure_svg
-    from drvtma.tma import oracle
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled import oracle
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     spec = TensorMapSpec.create("bfloat16", (64, 64), (16, 64), swizzle=3).replace(base_address=1 << 20)
     want = oracle.load_images(spec, np.arange(64 * 64, dtype=np.uint16).view(np.uint8), [[0, 0]], box_offset=512)[0]

@@ -16,7 +16,7 @@ from drvtma.cli.main import main
 from drvtma.errors import ArgumentError
 from drvtma.fuzz.kernel import LoadKernel, StoreKernel, load_kernel
 from drvtma.fuzz.user import KernelMismatch, fuzz_kernel
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 KERNELS = Path(B.__file__).resolve()
 

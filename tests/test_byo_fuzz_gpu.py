@@ -96,7 +96,7 @@ def test_a_store_that_skips_the_last_chunk_is_shrunk_and_replayed(ctx, tmp_path,
                   "--max-shrinks", "1", "--shrink-seconds", "120")
     assert rc == 1
     repro = shrunk_repro_replays(tmp_path, "stores", capsys)
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     spec = TensorMapSpec.from_dict(repro["case"]["spec"])
     assert spec.smem_bytes <= 64 and spec.rank <= 2, repro["describe"]

@@ -16,7 +16,7 @@ from drvtma.errors import ArgumentError, TensorMapError
 from drvtma.fuzz.kernel import GUARD_BYTES, StoreKernel
 from drvtma.fuzz.runners import CuStoreRunner, store_arguments
 from drvtma.fuzz.user import fuzz_kernel
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 STORE_CU = Path(__file__).with_name("byo_image_store.cu")
 

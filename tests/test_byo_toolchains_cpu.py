@@ -18,7 +18,7 @@ from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
 from drvtma.runtime import cubin
 from drvtma.runtime.sass import instructions
 from drvtma.testing import RngChooser
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 from drvtma.tma.stores import REDUCE_OPS, STORE, check_case, check_store_spec
 
 import byo_gpu_kernels as G

@@ -14,7 +14,7 @@ from drvtma.cli.main import main
 from drvtma.fuzz.standard import kernel_campaign
 from drvtma.runtime.figures import record_figure
 from drvtma.runtime.sass import instructions
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 import byo_gpu_kernels as G
 
@@ -108,7 +108,7 @@ def test_cuda_cores_descriptors_decode_to_the_drawn_maps(ctx):
     from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
     from drvtma.runtime.driver import DeviceBuffer
     from drvtma.testing import RngChooser
-    from drvtma.tma.decode import decode, same_map
+    from drvtma.tma.tiled.decode import decode, same_map
 
     _cuda_core_maps()
     Device(0).set_current()

@@ -8,7 +8,7 @@ import pytest
 from drvtma.fuzz.choosers import RecordingChooser, case_seed
 from drvtma.fuzz.triton import TRITON_SPECS
 from drvtma.fuzz.user import MAX_EXTENT_BYTES
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 from drvtma.tma.triton import is_power_of_two, triton_arguments
 
 OPTIONS = {"max_extent_bytes": MAX_EXTENT_BYTES, "ops": ["store"]}

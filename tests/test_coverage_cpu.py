@@ -17,10 +17,10 @@ from drvtma.fuzz.coverage import tiled as tiled_model
 from drvtma.fuzz.coverage.im2col import load_classes
 from drvtma.fuzz.standard import KERNEL_CAMPAIGNS, STANDARD_CAMPAIGNS
 from drvtma.fuzz.targets import BUILTIN_TARGETS, get_target
-from drvtma.tma import oracle
-from drvtma.tma.im2col_spec import Im2colSpec
-from drvtma.tma.rules import RULES, validate_all
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.tiled.rules import RULES, validate_all
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 
 def _cases(standard):

@@ -25,8 +25,8 @@ from drvtma.fuzz.shrink import case_strategy, database_key, open_database
 from drvtma.fuzz.targets import (BUILTIN_TARGETS, Outcome, Session, Target, get_target, register, spec_labels,
                                  target_names)
 from drvtma.testing import load_cases
-from drvtma.tma import oracle
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import TensorMapSpec
 from drvtma.tma.stores import check_case, random_store_case
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -409,7 +409,7 @@ def test_the_guide_shows_the_example_tests_line_for_line():
 
 
 def test_user_specs_drive_the_store_and_encode_builders():
-    from drvtma.tma.rules import validate_all
+    from drvtma.tma.tiled.rules import validate_all
 
     spec = TensorMapSpec.create("float32", (30, 72), (8, 32), strides_bytes=(320, 4), swizzle="128B")
     for name in ("stores", "reductions"):

@@ -20,8 +20,8 @@ from drvtma.runtime.driver import (DeviceBuffer, Event, LibraryHandle, Resource,
                                    released_quietly)
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
-from drvtma.tma.global_maps import GlobalMapRunner, MapSlots
-from drvtma.tma.probe import LoadProbe
+from drvtma.tma.maps.global_maps import GlobalMapRunner, MapSlots
+from drvtma.tma.tiled.probe import LoadProbe
 from drvtma.wgmma.probe import WgmmaProbe
 
 cu = pytest.importorskip("cuda.bindings.driver")

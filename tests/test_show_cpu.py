@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from drvtma.errors import ArgumentError
 from drvtma.show import PATTERNS, bank_report, build, draw_image, expand_label, overlay, svg_text, wavefronts
 from drvtma.show.banks import requests
-from drvtma.tma import oracle
-from drvtma.tma.spec import SM90_SWIZZLES, OobFill, Swizzle, TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import SM90_SWIZZLES, OobFill, Swizzle, TensorMapSpec
 from drvtma.testing import load_cases
 from drvtma.wgmma.descriptor import WgmmaSwizzle
 from drvtma.wgmma.layout import descriptor_for, spec_for_tile

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drvtma.errors import WgmmaError
-from drvtma.tma.spec import Swizzle, TensorMapSpec
+from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle, rules
 from drvtma.wgmma.descriptor import (SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle,
@@ -215,7 +215,7 @@ def test_valid_descriptors_read_a_permutation(t, swz):
 
 
 def test_swizzle_xor_matches_the_tma_oracle():
-    from drvtma.tma.oracle import swizzle_addresses
+    from drvtma.tma.tiled.oracle import swizzle_addresses
 
     a = np.arange(0, 8192, 16)
     for tma in (Swizzle.B32, Swizzle.B64, Swizzle.B128):

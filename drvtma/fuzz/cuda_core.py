@@ -25,7 +25,7 @@ from ..runtime.driver import call, cu
 from ..runtime.status import StatusBuffer
 from ..testing import build_valid_spec
 from ..tma.dtypes import tma_dtype
-from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
+from ..tma.tiled.spec import SM90_SWIZZLES, TensorMapSpec
 from .runners import POISON, THREADS, box_starts, runner_source, store_arguments
 from .stores import StoreFuzzCase
 from .user import DrvtmaSpecs

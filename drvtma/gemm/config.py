@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import GemmError, as_int
 from ..runtime.capabilities import HOPPER
 from ..runtime.compiler import include_dir
-from ..tma.spec import L2Promotion, Swizzle, TensorMapSpec
+from ..tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
 from ..wgmma.dtypes import M as WGMMA_M
 from .choice import L2_BYTES, MAX_CTA_RANGE, for_problem, problem_extent  # problem_extent: importable here too

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import StoreStraddleWarning, TensorMapError
-from ...tma import stores as S
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
-from ...tma.rules import validate_all
-from ...tma.spec import L2Promotion, Swizzle, TensorMapSpec
+from ...tma.stores import oracle as S
 from ...tma.targets import spec_target
+from ...tma.tiled.rules import validate_all
+from ...tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from . import tiled
 from .core import (
     AXIS_FIELDS,

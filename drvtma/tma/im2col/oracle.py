@@ -1,13 +1,13 @@
 """What one im2col load writes to shared memory, computed with NumPy: the reference of the im2col probes.
 
-The model (PTX ISA "im2col mode"; Triton's Hopper-tested tutorial; on the H200 the
-fuzz of tests/test_im2col_gpu.py matched it bit for bit: 666 maps, 20,590 loads, ranks 3-5, every swizzle and fill):
+The model (PTX ISA "im2col mode"; Triton's Hopper-tested tutorial; the GPU fuzz of tests/test_im2col_gpu.py matches
+it bit for bit, docs/im2col.md):
 - coordinates (NumPy order n, [d, [h,]] w, c): n and c are start offsets; the spatial ones are the filter base, which
   must lie inside the bounding box [lower, S - 1 + upper] of each spatial axis (`check_im2col_coordinates`).
 - offsets (D, H, W order) are added to the base of every pixel: pixel p loads position base_p + offsets.
 - the walk: pixel 0 is at the given base; W steps by its element stride (the convolution stride); past the box's
   upper bound it wraps to the lower bound and H steps; then D; then N steps by N's element stride, into the next
-  image it names (on the H100, 7,182 loads with N's element stride 1..8: N + 1 missed 885 of them, this 0).
+  image it names, not into image n + 1 (docs/im2col.md; tests/data/im2col_walk_h100.json.gz replays the loads).
 - each pixel brings channels c .. c + channels_per_pixel - 1; an element outside the tensor (any axis < 0 or >= its
   extent, N past the last image included) is the fill (zero or the NaN pattern), never converted.
 - pixel p's row lands at dst + p * row pitch (the row padded to the swizzle span), swizzled on the absolute shared
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TensorMapError
-from .im2col_spec import OFFSET_RANGE, Im2colSpec, spatial_name
-from .oracle import _UINT_OF_SIZE, INT32_MAX, INT32_MIN, SMEM_DST_ALIGNMENT, swizzle_addresses, tma_load_convert
-from .spec import Interleave, OobFill
+from ...errors import TensorMapError
+from ..tiled.oracle import _UINT_OF_SIZE, INT32_MAX, INT32_MIN, SMEM_DST_ALIGNMENT, swizzle_addresses, tma_load_convert
+from ..tiled.spec import Interleave, OobFill
+from .spec import OFFSET_RANGE, Im2colSpec, spatial_name
 
 
 def _int_rows(values, width: int, what: str) -> np.ndarray:

@@ -1,8 +1,9 @@
 """Tensor maps outside the parameter bank, on the GPU: maps in global memory (`MapSlots`), a `__constant__` map,
 maps edited on the device (`ReplaceJob`, `GlobalMapRunner.replace_load`) and the rewrite probe behind the pitfalls.
 
-Every runner returns raw shared-memory images (as drvtma.tma.probe does), so callers compare them with the oracle;
-`replace_load` also returns the 128 bytes the device published, for drvtma.tma.decode. Kernels: cu/tma/global_map.cu.
+Every runner returns raw shared-memory images (as drvtma.tma.tiled.probe does), so callers compare them with the
+oracle; `replace_load` also returns the 128 bytes the device published, for drvtma.tma.tiled.decode. Kernels:
+cu/tma/global_map.cu.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import TensorMapError
-from ..runtime.driver import Resource, ScratchBuffers, call
-from ..runtime.status import StatusBuffer
-from . import oracle
-from .decode import map_bytes
-from .probe import IMAGE_ALIGN_SLACK, POISON
+from ...errors import TensorMapError
+from ...runtime.driver import Resource, ScratchBuffers, call
+from ...runtime.status import StatusBuffer
+from ..tiled import oracle
+from ..tiled.decode import map_bytes
+from ..tiled.probe import IMAGE_ALIGN_SLACK, POISON
+from ..tiled.spec import TENSOR_MAP_BYTES, TensorMapSpec
 from .replace import Edit
-from .spec import TENSOR_MAP_BYTES, TensorMapSpec
 
 SOURCE = "tma/global_map.cu"
 THREADS = 128
@@ -26,7 +27,7 @@ JOB_WORDS = 48  # cu/tma/global_map.cu kJobWords
 MAX_EDITS = 8
 FENCES = {"none": 0, "gpu": 1, "sys": 2}
 # The driver documents 64-byte alignment for a map's address (CUDA 13 headers, PTX's examples and Triton use 128).
-# H200: maps at +64 B load right, at +32 and +16 B the load fails with a CudaError (tests/test_tensormap_pitfalls_gpu.py).
+# A map at +64 B loads right, at +32 or +16 B the load fails (docs/tensormap.md; test_tensormap_pitfalls_gpu.py).
 MAP_ALIGNMENT = 64
 
 
@@ -46,7 +47,7 @@ class MapSlots(Resource):
     """`count` 128-byte tensor-map slots in global memory, each 128-byte aligned (one DeviceBuffer, owned)."""
 
     def __init__(self, count: int, *, offset: int = 0):
-        from ..runtime.driver import DeviceBuffer
+        from ...runtime.driver import DeviceBuffer
 
         self.count, self.offset = int(count), int(offset)
         self.buffer = DeviceBuffer(self.count * TENSOR_MAP_BYTES + 256)
@@ -114,7 +115,7 @@ class GlobalMapRunner(Resource):
     """The kernels of cu/tma/global_map.cu with reusable scratch."""
 
     def __init__(self, *, defines=None):
-        from ..runtime.kernel import load_module
+        from ...runtime.kernel import load_module
 
         self.module = load_module(SOURCE, defines=defines)
         self.status = StatusBuffer()
@@ -178,7 +179,7 @@ class GlobalMapRunner(Resource):
                      poison: int = POISON, raise_timeouts: bool = True) -> ReplaceResult:
         """Run one CTA per job: copy `template` (TensorMap or bytes) to shared memory, apply the job's edits,
         publish to a global slot, acquire, load. Returns what was published and the images."""
-        from ..runtime.driver import DeviceBuffer
+        from ...runtime.driver import DeviceBuffer
 
         n = len(jobs)
         if image_bytes is None:

@@ -2,9 +2,9 @@
 
 The rules an im2col map shares with tiled maps (enums, address, dims, strides, overlap, NaN fill) are the very
 entries of `rules.RULES`: one definition each. The rest are im2col's own. IM2COL_DRIVER_RULES are those the driver
-enforces (it answers CUDA_ERROR_INVALID_VALUE); the others are drvtma's. The validator-vs-driver fuzz judged them on
-the H200 (driver 580): it refuses loads over 228 KiB as for tiled maps (`box_bytes`) and, against its documentation,
-takes INTERLEAVE_32B with any swizzle (drvtma refuses that: `interleave_swizzle`). Blackwell's swizzle atoms are
+enforces (it answers CUDA_ERROR_INVALID_VALUE); the others are drvtma's, as the validator-vs-driver fuzz judged them
+(docs/im2col.md: the driver's box limit is the tiled one, and it takes INTERLEAVE_32B with any swizzle, which drvtma
+refuses as documented: `interleave_swizzle`). Blackwell's swizzle atoms are
 checked for the open context's device (else sm_90a); its packed types' own rules are not modelled for im2col maps.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, cast
 
-from ..errors import Rule, TensorMapError, broken_rules
-from .geometry import (
+from ...errors import Rule, TensorMapError, broken_rules
+from ..geometry import (
     DRIVER_BOX_BYTES_LIMIT,
     DRIVER_RULES,
     MAX_ELEMENT_STRIDE,
@@ -23,7 +23,9 @@ from .geometry import (
     Interleave,
     Swizzle,
 )
-from .im2col_geometry import (
+from ..target_rules import NEEDS_RULES, TARGET_RULE
+from ..tiled.rules import RULES as TILED_RULES
+from .geometry import (
     CORNER_RANGE,
     IM2COL_RANKS,
     MAX_CHANNELS_PER_PIXEL,
@@ -31,14 +33,11 @@ from .im2col_geometry import (
     Im2colGeometry,
     spatial_name,
 )
-from .rules import RULES as TILED_RULES
-from .target_rules import NEEDS_RULES, TARGET_RULE
 
 if TYPE_CHECKING:
-    from .im2col_spec import Im2colSpec
+    from .spec import Im2colSpec
 
-# needs_subbyte_maps is the driver's for im2col too: the H200 (driver 580) refused all 81 im2col specs of sub-byte
-# types in the standard campaign
+# needs_subbyte_maps is the driver's for im2col too: it refuses im2col maps of sub-byte types (docs/im2col.md)
 IM2COL_DRIVER_RULES = (DRIVER_RULES - {"box_range", "box_inner_bytes", "interleave_rank", "packed_dim", "packed_box",
                                        "packed_swizzle"}) | {
     "corner_range", "box_empty", "channels_range", "pixels_range", "channels_inner_bytes"}
@@ -162,7 +161,7 @@ def _smem_holds(spec, limit=None) -> bool:
 
 
 def _check_smem(spec, limit=None):
-    """The driver's box limit first (the tiled maps' 228 KiB, seen on the H200 for im2col maps too); then whether
+    """The driver's box limit first (the tiled maps' 228 KiB, im2col maps' too); then whether
     the padded rows fit a block's shared memory."""
     limit = SMEM_PER_BLOCK_OPTIN_SM90 if limit is None else limit
     data = _box_bytes(spec)
@@ -206,7 +205,7 @@ IM2COL_RULES = (
 
 def validate_im2col(spec: Im2colSpec, *, smem_limit: int | None = None) -> list[TensorMapError]:
     """Every broken rule, in IM2COL_RULES order."""
-    if not isinstance(spec, Im2colGeometry):  # only an Im2colSpec is one (im2col_geometry)
+    if not isinstance(spec, Im2colGeometry):  # only an Im2colSpec is one (geometry)
         raise TensorMapError("type", "spec", type(spec).__name__, "give an Im2colSpec (Im2colSpec.create, "
                              "from_array, from_dict)")
     return cast(list[TensorMapError], broken_rules(IM2COL_RULES, spec, smem_limit))  # its rules yield TensorMapErrors

@@ -1,5 +1,5 @@
 """The batched GPU runner of tensor stores, reductions and bulk stores (cu/tma/store_probe.cu, one box per CTA),
-compared byte for byte, guards included, with the `stores` oracle."""
+compared byte for byte, guards included, with the `oracle`."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..runtime import driver
-from .encode import encode_tiled
-from .rules import round_up
-from .stores import (
+from ...runtime import driver
+from ..tiled.encode import encode_tiled
+from ..tiled.rules import round_up
+from .oracle import (
     CHUNK_BYTES,
     OP_CODES,
     STORE,
@@ -69,7 +69,7 @@ class StoreBatchResult:
 
 
 def _probe_module():
-    from ..runtime.kernel import load_module
+    from ...runtime.kernel import load_module
 
     return load_module("tma/store_probe.cu")
 

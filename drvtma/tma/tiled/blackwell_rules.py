@@ -1,12 +1,12 @@
-"""The map rules Blackwell adds, each named with a fix, as entries of `rules.RULES` (and the gather4 / scatter4
-table): what a target's GPU must offer (`needs_subbyte_maps`, `needs_swizzle_atoms`), the packed types' own rules,
-the 1024-B shared alignment of 128-B swizzles, gather4 / scatter4 maps and the NumPy oracle of gather4's rows.
+"""Blackwell's tiled-map rules: gather4 / scatter4 maps (`GATHER_RULES`, `validate_gather4`) and the NumPy oracle of
+gather4's rows, each rule named with a fix. The rules a target decides, which `rules.RULES` takes as entries (what
+the target's GPU must offer, the packed types' own rules, the 1024-B shared alignment of 128-B swizzles), are
+`tma.target_rules`, re-exported here.
 
 Sources: the driver API docs (cuTensorMapEncodeTiled, CUtensorMapDataType, CUtensorMapSwizzle), the PTX ISA
 ("Restriction on Tensor Copy instructions", cp.async.bulk.tensor .tile::gather4 / .tile::scatter4), CuTe DSL's
-checks (cutlass/experimental/cuda/tensor_map.py). A Hopper driver refuses types 13-15 and swizzles 4-6 [seen];
-every other rule here is documented but not yet run on a GPU (no Blackwell driver confirmed it): each says
-"unconfirmed" where that is so.
+checks (cutlass/experimental/cuda/tensor_map.py). Only the `needs_*` rules have met a driver (a Hopper one refuses
+types 13-15 and swizzles 4-6); the rest are documented, not yet run on a GPU, and say "unconfirmed" where that is so.
 """
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ from typing import cast
 
 import numpy as np
 
-from ..errors import Rule, TensorMapError, as_ints, broken_rules
-from .geometry import Interleave
-from .oracle import box_values
-from .rules import validate_all
+from ...errors import Rule, TensorMapError, as_ints, broken_rules
+from ..geometry import Interleave
 
-# The rules `rules.RULES` takes from here sit below it in `target_rules`; every name stays importable from here.
-from .target_rules import (  # noqa: F401
+# The rules `rules.RULES` takes sit below it in `target_rules`; every name stays importable from here.
+from ..target_rules import (  # noqa: F401
     ATOM_SWIZZLES,
     NEEDS_RULES,
     PACKED_BOX,
@@ -38,6 +36,8 @@ from .target_rules import (  # noqa: F401
     spec_target,
     targets_with,
 )
+from .oracle import box_values
+from .rules import validate_all
 
 
 def _gather_holds(spec, scatter: bool = False) -> bool:

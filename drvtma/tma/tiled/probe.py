@@ -1,7 +1,7 @@
 """Batched load probes on the GPU: one launch loads many boxes of one map and returns their raw shared memory.
 
-`run_load_probe` runs cu/tma/load_probe.cu; `check_loads` compares the images with drvtma.tma.oracle byte for byte and
-reports the spec, the coordinates and the first mismatching bytes. One cubin serves every spec and rank.
+`run_load_probe` runs cu/tma/load_probe.cu; `check_loads` compares the images with drvtma.tma.tiled.oracle byte for
+byte and reports the spec, the coordinates and the first mismatching bytes. One cubin serves every spec and rank.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import cast
 
 import numpy as np
 
-from ..runtime.driver import Resource, ScratchBuffers
-from ..runtime.status import StatusBuffer
+from ...runtime.driver import Resource, ScratchBuffers
+from ...runtime.status import StatusBuffer
 from . import oracle
 from .encode import TensorMap, encode_tiled
 from .spec import TensorMapSpec
@@ -50,7 +50,7 @@ class ImageProbe(Resource):
     KERNEL = PROBE_KERNEL
 
     def __init__(self):
-        from ..runtime.kernel import load_module
+        from ...runtime.kernel import load_module
 
         self.kernel = load_module(self.SOURCE).kernel(self.KERNEL)
         self.status = StatusBuffer()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, cast
 
-from ..errors import Rule, TensorMapError, broken_rules
-from .dtypes import TmaDtype
-from .geometry import (
+from ...errors import Rule, TensorMapError, broken_rules
+from ..dtypes import TmaDtype
+from ..geometry import (
     DRIVER_BOX_BYTES_LIMIT,
     DRIVER_RULES,
     MAX_BOX,
@@ -24,7 +24,7 @@ from .geometry import (
     OobFill,
     Swizzle,
 )
-from .target_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
+from ..target_rules import NEEDS_RULES, PACKED_BOX_RULE, PACKED_LAYOUT_RULE, TARGET_RULE
 
 if TYPE_CHECKING:
     from .spec import TensorMapSpec
@@ -195,7 +195,7 @@ def _byte_shape(spec) -> tuple[int, ...]:
 
 
 def _check_overlap(spec, _limit=None):
-    """Stride 0 and overlapping strides: accepted by the driver, refused here unless allow_overlap [seen]."""
+    """Stride 0 and overlapping strides: accepted by the driver, refused here unless allow_overlap."""
     if spec.allow_overlap or spec.strides_bytes[-1] != spec.itemsize:
         return
     for i, s in enumerate(spec.strides_bytes[:-1]):
@@ -238,8 +238,8 @@ def _check_box(spec, _limit=None):
             yield TensorMapError("element_stride_range", f"element_strides[{i}]", e, "use 1..8",
                                  f"element stride {e} along {_axis(spec, i)} is outside 1..8")
     inner = spec.box[-1] * dt.itemsize
-    # Documented for INTERLEAVE_NONE; the H200's driver also refused INTERLEAVE_32B maps with 4 and 8 B inner rows
-    # (16 and 32 B accepted) [seen], so drvtma checks it for every interleave.
+    # Documented for INTERLEAVE_NONE; the driver refuses interleaved maps' short inner rows too (docs/tensormap.md,
+    # "Seen on the H200"), so drvtma checks it for every interleave.
     if 1 <= spec.box[-1] <= MAX_BOX and inner % 16 and not dt.bits:
         unit = 16 // math.gcd(16, dt.itemsize)
         lo, hi = spec.box[-1] // unit * unit, round_up(spec.box[-1], unit)
@@ -301,7 +301,7 @@ def _check_fill(spec, _limit=None):
 
 def driver_box_bytes(spec) -> int:
     """The box size the driver limits: loaded elements in every dimension (dim 0's element stride counted too,
-    although a load ignores it), times the element size, without swizzle padding [seen]."""
+    although a load ignores it), times the element size, without swizzle padding."""
     return math.prod(-(-b // e) for b, e in zip(spec.box, spec.element_strides)) * spec.itemsize
 
 

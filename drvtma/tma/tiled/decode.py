@@ -1,7 +1,6 @@
 """Read the 128 bytes of a tiled sm_90 CUtensorMap back into a TensorMapSpec and its global address.
 
-The layout (docs/tensormap.md, "The 128 bytes") was found by encoding maps that differ in one parameter at a time
-with the H200's driver (580, CUDA 13.0) and is checked against a corpus of driver-encoded maps
+The layout (docs/tensormap.md, "The 128 bytes": how it was found) is checked against a corpus of driver-encoded maps
 (tests/data/tensormap_corpus.json.gz); it agrees with the bit operations ptxas emits for `tensormap.replace`.
 Bits are numbered across the map as a little-endian 1024-bit integer. Dims, boxes and element strides hold
 value - 1; strides hold bytes >> 4 in a 32-bit low part plus a 4-bit high part; the element type is PTX's own code
@@ -12,7 +11,7 @@ Blackwell's new fields: bits 85 and 86 (`SMALL_TENSOR_BIT`, `SWIZZLE_ATOMICITY_B
 map stores the packed types 13-15 and the swizzle atoms is not known (`UNKNOWN_LAYOUT`, the one place that says so):
 decode refuses such maps and `encode_bytes` such specs, naming what is unknown.
 
-Bit 64 marks an im2col map: `decode` refuses it, naming `im2col_decode.decode_im2col`, which reads its own fields.
+Bit 64 marks an im2col map: `decode` refuses it, naming `im2col.decode.decode_im2col`, which reads its own fields.
 """
 
 from __future__ import annotations
@@ -23,10 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compat import tensor_map_descriptor_bytes
-from ..errors import TensorMapError
-from ..errors import address as as_address
-from .dtypes import DTYPE_OF_PTX_ELEMTYPE, F32_OF, PTX_ELEMTYPE, TF32_DTYPES, TF32_OF
+from ...compat import tensor_map_descriptor_bytes
+from ...errors import TensorMapError
+from ...errors import address as as_address
+from ..dtypes import DTYPE_OF_PTX_ELEMTYPE, F32_OF, PTX_ELEMTYPE, TF32_DTYPES, TF32_OF
 from .rules import address_error, validate_all
 from .spec import (
     DRIVER_RULES,
@@ -59,7 +58,7 @@ BOX_DIM = tuple((440 + 8 * k, 8) for k in range(5))
 DERIVED_BOX_BYTES = (512, 32)  # driver: prod(floor(box / element stride)) * element size
 DERIVED_SWIZZLE = (576, 64)  # driver: 0x10 without swizzle, 0x100 / 0x200 / 0x400 for 32 / 64 / 128 B
 SWIZZLE_MARKER: dict[int, int] = {Swizzle.NONE: 0x10, Swizzle.B32: 0x100, Swizzle.B64: 0x200, Swizzle.B128: 0x400}
-IM2COL_MODE = (64, 1)  # 1 in every im2col map the H200's driver encoded, 0 in every tiled one (im2col_decode)
+IM2COL_MODE = (64, 1)  # 1 in an im2col map, 0 in a tiled one (im2col.decode)
 
 # What of a Blackwell map's bytes drvtma does not know: no Blackwell driver's map was seen (not yet run on a GPU).
 UNKNOWN_LAYOUT = {
@@ -186,7 +185,7 @@ class MapFields:
     derived_box_bytes: int
     derived_swizzle: int
     unknown_bits: int  # bits outside every known tiled field (nonzero: not a map this decoder understands)
-    im2col: bool = False  # the mode bit: an im2col map (im2col_decode reads its own fields)
+    im2col: bool = False  # the mode bit: an im2col map (im2col.decode reads its own fields)
 
     @property
     def rank(self) -> int:
@@ -243,7 +242,7 @@ def decode(obj) -> tuple[TensorMapSpec, int]:
     """
     f = fields(obj)
     if f.im2col:
-        raise TensorMapError("decode_im2col_map", "mode", "im2col", "read it with drvtma.tma.im2col_decode."
+        raise TensorMapError("decode_im2col_map", "mode", "im2col", "read it with drvtma.tma.im2col.decode."
                              "decode_im2col (or explain / `drvtma decode`, which read both modes)",
                              "bit 64 is set: an im2col map, whose box fields hold corners and counts")
     if f.unknown_bits:

@@ -4,22 +4,25 @@ Loads: `load_images` (many boxes of one map at once), `load_image`, `box_values`
 and `tma_load_convert` (tf32 rounding: the one place a load changes bits).
 Shared-memory layout helpers (`swizzle_addresses`, `box_row_addresses`) are shared with stores and reductions.
 Global memory is given as raw bytes starting at the map's base address, so any stride pattern is expressible.
+What the model takes from GPU runs rather than the documentation (the swizzle on the absolute address, tf32
+rounding, the unwritten row padding, the fault of a misaligned coordinate) is recorded in docs/tensormap.md ("Seen
+on the H200") and pinned by tests/test_probe_gpu.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import TensorMapError
-from .dtypes import TF32_DTYPES, tma_dtype
+from ...errors import TensorMapError
+from ..dtypes import TF32_DTYPES, tma_dtype
 from .spec import Interleave, OobFill, Swizzle, TensorMapSpec
 
 SMEM_DST_ALIGNMENT = 128  # shared destination of a tensor copy [doc]
-# Swizzle: A' = A ^ (((A >> 7) & M) << 4) on the absolute shared address [seen]
+# Swizzle: A' = A ^ (((A >> 7) & M) << 4) on the absolute shared address
 _SWIZZLE_MASK = {Swizzle.NONE: 0, Swizzle.B32: 1, Swizzle.B64: 3, Swizzle.B128: 7}
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
-TF32_CANONICAL_NAN = 0x7FFFE000  # every NaN a tf32 load reads, whatever its sign and payload [seen]
+TF32_CANONICAL_NAN = 0x7FFFE000  # every NaN a tf32 load reads, whatever its sign and payload
 _TF32_DROPPED_BITS = 13  # fp32 mantissa bits below tf32's 10
 
 
@@ -45,7 +48,7 @@ def box_row_addresses(spec: TensorMapSpec, dst_address: int) -> np.ndarray:
     """(rows, row bytes) absolute shared addresses of every data byte of a box at `dst_address`, swizzle applied.
 
     Row r holds loaded elements j0 = 0..n0-1 of box row r (rows in C order of the outer axes) at r * pitch;
-    the bytes from the row's end to the pitch (swizzle padding) are never written [seen].
+    the bytes from the row's end to the pitch (swizzle padding) are never written.
     """
     rows = int(np.prod(spec.loaded_counts[:-1], dtype=np.int64))
     row_bytes = spec.loaded_counts[-1] * spec.itemsize
@@ -71,7 +74,7 @@ def check_load_coordinates(spec: TensorMapSpec, coords) -> np.ndarray:
     """Refuse coordinates a load cannot take; return them as an (N, rank) int64 array in NumPy order.
 
     Each coordinate must fit a signed 32-bit int, and the innermost one times the element size must be a multiple
-    of 16 B: otherwise the load faults with a sticky CUDA_ERROR_ILLEGAL_INSTRUCTION that ends the context [seen].
+    of 16 B: otherwise the load faults with a sticky CUDA_ERROR_ILLEGAL_INSTRUCTION that ends the context.
     """
     try:
         c = np.asarray(coords)
@@ -117,7 +120,7 @@ def kernel_coordinates(spec: TensorMapSpec, checked: np.ndarray) -> np.ndarray:
     return rows
 
 def tma_load_convert(dtype, raw_words) -> np.ndarray:
-    """The bits a load writes for in-bounds elements whose global bits are `raw_words` [seen, H200, driver 580].
+    """The bits a load writes for in-bounds elements whose global bits are `raw_words`.
 
     TFLOAT32 and TFLOAT32_FTZ round the low 13 mantissa bits to nearest, ties to even, carrying into the exponent
     (up to infinity); denormals round and are never flushed (FTZ included); every NaN becomes 0x7FFFE000;
@@ -145,7 +148,7 @@ def box_values(spec: TensorMapSpec, global_bytes, coords) -> np.ndarray:
     an int8 / int16 spec's (a signed view of a UINT8 / UINT16 map) as int8 / int16, the same bytes.
 
     Element (j...) comes from g0 = c0 + j0 and gk = ck + jk * ek (NumPy order reversed), through
-    `tma_load_convert`; outside the tensor it is the fill (zero, or the NaN pattern), never converted [seen].
+    `tma_load_convert`; outside the tensor it is the fill (zero, or the NaN pattern), never converted.
     """
     c = check_load_coordinates(spec, coords)
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))

@@ -1,7 +1,7 @@
-"""The im2col tensor-map spec in NumPy order (N, [D, [H,]] W, C), channels last (rules in `im2col_rules`).
+"""The im2col tensor-map spec in NumPy order (N, [D, [H,]] W, C), channels last (rules in `rules`).
 
 An im2col map describes an NWC / NHWC / NDHWC tensor. One load delivers `pixels_per_column` rows of
-`channels_per_pixel` elements: pixels walked through the bounding box in N, D, H, W order (`im2col_oracle`).
+`channels_per_pixel` elements: pixels walked through the bounding box in N, D, H, W order (`oracle`).
 `lower_corner` / `upper_corner` hold one offset per spatial axis in NumPy order (D, H, W): the bounding box of a
 spatial axis of size S is [lower, S - 1 + upper]. The driver takes them reversed, W first, as CUTLASS and Triton pass
 them (its documentation writes "{D, H, W}"; the GPU test of the oracle pins which). `to_tma_order` reverses.
@@ -13,23 +13,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from ..errors import TensorMapError, as_ints
-from .dtypes import TmaDtype, tma_dtype
-
-# What the rules need of an im2col map lives below them in `im2col_geometry`; its names stay importable from here.
-from .im2col_geometry import (  # noqa: F401
-    CORNER_RANGE,
-    IM2COL_RANKS,
-    MAX_CHANNELS_PER_PIXEL,
-    MAX_PIXELS_PER_COLUMN,
-    OFFSET_RANGE,
-    SPATIAL_NAMES,
-    Im2colGeometry,
-    spatial_name,
-)
-from .im2col_rules import describe_im2col, validate_im2col
-from .params import MapParams
-from .spec import (
+from ...errors import TensorMapError, as_ints
+from ..dtypes import TmaDtype, tma_dtype
+from ..params import MapParams
+from ..tiled.spec import (
     Interleave,
     L2Promotion,
     OobFill,
@@ -41,6 +28,19 @@ from .spec import (
     normalise_fields,
     to_tma_order,
 )
+
+# What the rules need of an im2col map lives below them in `geometry`; its names stay importable from here.
+from .geometry import (  # noqa: F401
+    CORNER_RANGE,
+    IM2COL_RANKS,
+    MAX_CHANNELS_PER_PIXEL,
+    MAX_PIXELS_PER_COLUMN,
+    OFFSET_RANGE,
+    SPATIAL_NAMES,
+    Im2colGeometry,
+    spatial_name,
+)
+from .rules import describe_im2col, validate_im2col
 
 
 def _ints(values, what: str) -> tuple[int, ...]:

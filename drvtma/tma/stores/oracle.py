@@ -1,5 +1,5 @@
 """TMA tensor stores and reductions: the rules drvtma enforces, what a store changes in global memory (the oracle),
-and random cases (the GPU runner is `store_probe`).
+and random cases (the GPU runner is `probe`).
 
 Model (NumPy order, axis r-1 contiguous; ``s`` = element size, ``n_k`` = ceil(box_k / element_stride_k) for the
 outer axes, ``n`` = box for the inner axis):
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import StoreStraddleWarning, TensorMapError, as_int
-from .dtypes import (
+from ...errors import StoreStraddleWarning, TensorMapError, as_int
+from ..dtypes import (
     BFLOAT16,
     FLOAT16,
     FLOAT32,
@@ -40,9 +40,9 @@ from .dtypes import (
     TmaDtype,
     tma_dtype,
 )
-from .oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
-from .rules import round_up
-from .spec import Interleave, L2Promotion, Swizzle, TensorMapSpec
+from ..tiled.oracle import SMEM_DST_ALIGNMENT, box_row_addresses, check_load_coordinates
+from ..tiled.rules import round_up
+from ..tiled.spec import Interleave, L2Promotion, Swizzle, TensorMapSpec
 
 STORE = "store"
 REDUCE_OPS = ("add", "min", "max", "inc", "dec", "and", "or", "xor")  # index = op number in copy.cuh

@@ -1,11 +1,11 @@
 """An im2col map's geometry, below its spec and its rules: the ranges the driver and the PTX ISA give, and
-`Im2colGeometry`, what an `Im2colSpec` computes from its fields (shared with `im2col_oracle`; rank, itemsize,
+`Im2colGeometry`, what an `Im2colSpec` computes from its fields (shared with `oracle`; rank, itemsize,
 extent_bytes, ... from `MapGeometry`). The rules check `isinstance(spec, Im2colGeometry)`: only `Im2colSpec` is one.
-`im2col_spec` re-exports every name."""
+`spec` re-exports every name."""
 
 from __future__ import annotations
 
-from .geometry import MapGeometry
+from ..geometry import MapGeometry
 
 IM2COL_RANKS = (3, 4, 5)
 # Corner ranges per rank [doc: cuTensorMapEncodeIm2col]; the load's im2col offsets per rank [doc: PTX ISA 5.5.4].

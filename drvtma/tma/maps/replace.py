@@ -4,12 +4,12 @@ PTX numbers things its own way, and this module is where drvtma translates:
 - `.rank` takes rank - 1 ("zero-based numbering");
 - `.elemtype` codes are not CUtensorMapDataType: 8 is f32.ftz, 9 f64, 10 bf16 (the driver: 8 f64, 9 bf16, 10 f32.ftz);
 - `ord` counts dimensions fastest first (TMA order); for `.global_stride`, ord k is the stride of dimension k + 1;
-- box dims, global dims, strides (bytes) and element strides take actual values (seen on the H200, NVRTC 13.0).
-The byte effect is drvtma.tma.decode's layout: `apply_to_bytes` is exact for every field, `apply_to_spec` says
+- box dims, global dims, strides (bytes) and element strides take actual values (as ptxas's SASS shows).
+The byte effect is drvtma.tma.tiled.decode's layout: `apply_to_bytes` is exact for every field, `apply_to_spec` says
 what the edited map means. Field numbers match cu/include/drvtma/tensormap.cuh.
 
 Im2col maps: PTX's tensormap.replace has one mode, `.tile`, and no field for an im2col map's corners, channels per
-pixel or pixels per column. The fields it does have sit at the same bits in an im2col map (im2col_decode, from 3,410
+pixel or pixels per column. The fields it does have sit at the same bits in an im2col map (im2col.decode, from 3,410
 driver-encoded maps), so the model applies them to an im2col map's bytes and spec as to a tiled one's; box_dim and
 rank are refused (`im2col_edit_error`): their bits hold the corners and channels per pixel there. Editing an im2col map
 on the device is outside the `.tile` mode PTX documents and was not yet run on a GPU.
@@ -21,17 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TensorMapError, as_int
-from . import decode as D
-from .dtypes import (  # noqa: F401 (PTX_ELEMTYPE, DTYPE_OF_PTX_ELEMTYPE: still importable from here)
+from ...errors import TensorMapError, as_int
+from ..dtypes import (  # noqa: F401 (PTX_ELEMTYPE, DTYPE_OF_PTX_ELEMTYPE: still importable from here)
     DTYPE_OF_PTX_ELEMTYPE,
     PTX_ELEMTYPE,
     TF32_DTYPES,
     TF32_OF,
     tma_dtype,
 )
-from .im2col_spec import Im2colSpec
-from .spec import MAX_RANK, TensorMapSpec, to_tma_order
+from ..im2col.spec import Im2colSpec
+from ..tiled import decode as D
+from ..tiled.spec import MAX_RANK, TensorMapSpec, to_tma_order
 
 FIELDS = ("global_address", "rank", "box_dim", "global_dim", "global_stride", "element_stride", "elemtype",
           "interleave", "swizzle", "fill")
@@ -128,7 +128,7 @@ def im2col_edit_error(edit: Edit) -> TensorMapError | None:
         return None
     return TensorMapError("replace_im2col_field", edit.field, edit.value,
                           "change the Im2colSpec on the host and re-encode it (encode_im2col, or "
-                          "im2col_decode.encode_im2col_bytes), then copy the 128 bytes to the device: "
+                          "im2col.decode.encode_im2col_bytes), then copy the 128 bytes to the device: "
                           "tensormap.replace has no im2col field (corners, channels per pixel, pixels per column)",
                           IM2COL_REFUSED[edit.field])
 
@@ -218,18 +218,18 @@ def edits_to(spec: TensorMapSpec, target: TensorMapSpec) -> list[Edit]:
 
 def ptxas_clears_small_tensor_bit(nvrtc_version: tuple[int, int] | None = None) -> bool:
     """Whether the ptxas inside NVRTC (default: the one drvtma compiles with) clears bit 85 when it replaces the
-    global address: 13.5's does, 13.0's (the H200 image) does not; both seen in the SASS. Versions between are
-    taken to behave like 13.0 until seen."""
+    global address: 13.5's does, 13.0's does not (both read in the SASS; docs/tensormap.md). Versions between are
+    taken to behave like 13.0."""
     if nvrtc_version is None:
-        from ..runtime.compiler import nvrtc_version as current
+        from ...runtime.compiler import nvrtc_version as current
 
         nvrtc_version = current()
     return tuple(nvrtc_version) >= (13, 5)
 
 
 def apply_to_bytes(raw, edit: Edit, *, clears_small_tensor_bit: bool | None = None) -> bytes:
-    """The map after one edit, as ptxas implements it (a bitfield insert into the stored field, seen in the SASS
-    and pinned on the H200): values are stored as the decoder reads them (dims, boxes, element strides minus one,
+    """The map after one edit, as ptxas implements it (a bitfield insert into the stored field, as the SASS shows;
+    pinned by the GPU tests): values are stored as the decoder reads them (dims, boxes, element strides minus one,
     strides >> 4) and truncated to the field, so box 0 becomes 256 and 257 becomes 1; nothing else moves, so the
     two words the driver derives (box bytes, swizzle marker) keep their old values. An im2col map's bytes take every
     field but box_dim and rank (`im2col_edit_error`), at the same bits. Side effects: a new swizzle

@@ -10,7 +10,7 @@ Where the driver is looser than its documentation, drvtma decides (docs/tensorma
 - a box larger than the tensor: accepted (the load fills the rest; `describe()` says so);
 - INTERLEAVE_32B with a swizzle other than 32B: refused (rule ``interleave_swizzle``) unless
   ``allow_undocumented=True``.
-The driver itself refuses a box whose loaded elements exceed 228 KiB (rule ``box_bytes``) [seen]; drvtma also refuses
+The driver itself refuses a box whose loaded elements exceed 228 KiB (rule ``box_bytes``); drvtma also refuses
 a box whose shared-memory footprint (rows padded to the swizzle span) exceeds the 227 KiB a block can have (rule
 ``smem_budget``): the driver accepts such a map, but no kernel could land the box.
 """
@@ -22,12 +22,12 @@ import json
 import math
 from dataclasses import dataclass
 
-from ..errors import TensorMapError, address, as_int
-from .arrays import array_layout
-from .dtypes import TmaDtype, tma_dtype
+from ...errors import TensorMapError, address, as_int
+from ..arrays import array_layout
+from ..dtypes import TmaDtype, tma_dtype
 
 # The geometry every spec and rule shares lives below them in `geometry`; spec's names stay importable from here.
-from .geometry import (  # noqa: F401
+from ..geometry import (  # noqa: F401
     _ENUM_FIELDS,
     ALL_RULES,
     DRIVER_BOX_BYTES_LIMIT,
@@ -53,10 +53,10 @@ from .geometry import (  # noqa: F401
     contiguous_strides_bytes,
     to_tma_order,
 )
-from .params import TmaParams
+from ..params import TmaParams
+from ..targets import map_target
+from ..triton import spec_from_triton
 from .rules import describe_spec, validate_all
-from .targets import map_target
-from .triton import spec_from_triton
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,7 @@ class TensorMapSpec(MapGeometry):
             d["target"] = self.target
         return d
 
-    # ---- geometry (shared with drvtma.tma.oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
+    # ---- geometry (shared with drvtma.tma.tiled.oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
     @property
     def loaded_counts(self) -> tuple[int, ...]:
         """Elements one load delivers per axis (NumPy order): ceil(box/element stride), the innermost axis whole."""
@@ -188,7 +188,7 @@ class TensorMapSpec(MapGeometry):
 
     @property
     def row_pitch_bytes(self) -> int:
-        """Shared-memory bytes from one box row to the next: the row, padded to the swizzle span [seen]; a packed
+        """Shared-memory bytes from one box row to the next: the row, padded to the swizzle span; a packed
         type's row counts its shared-memory bits (gaps included; not yet run on a GPU)."""
         row = self.box[-1] * self.dtype.smem_bits // 8 if self.dtype.bits else self.box[-1] * self.itemsize
         return max(row, self.swizzle_span_bytes)
@@ -205,7 +205,7 @@ class TensorMapSpec(MapGeometry):
         return math.prod(self.loaded_counts[:-1]) * self.row_pitch_bytes
 
     def tma_params(self) -> TmaParams:
-        """The driver's arguments. Rank 1 gets one dummy stride: the driver refuses an empty list [seen]."""
+        """The driver's arguments. Rank 1 gets one dummy stride: the driver refuses an empty list."""
         strides = to_tma_order(self.strides_bytes)[1:] or (16,)
         return self._params(TmaParams, strides, box_dim=to_tma_order(self.box))
 

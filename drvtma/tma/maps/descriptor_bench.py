@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..runtime.figures import table_text
-from ..runtime.status import StatusBuffer
-from .encode import encode_tiled
+from ...runtime.figures import table_text
+from ...runtime.status import StatusBuffer
+from ..tiled.encode import encode_tiled
+from ..tiled.spec import TensorMapSpec
 from .global_maps import MapSlots
-from .spec import TensorMapSpec
 
 SOURCE = "tma/global_map_bench.cu"
 VARIANTS = ("by-value", "global", "global+prefetch", "device-edited")
@@ -48,9 +48,9 @@ class DescriptorBench:
 
 def run_descriptor_bench(*, loads: int = 16, runs: int = 20, warmups: int = 3, launches: int = 300,
                          blocks: int | None = None) -> DescriptorBench:
-    from ..runtime.driver import DeviceBuffer, device_properties, synchronize
-    from ..runtime.kernel import load_module
-    from ..runtime.timing import collector_off, time_launches
+    from ...runtime.driver import DeviceBuffer, device_properties, synchronize
+    from ...runtime.kernel import load_module
+    from ...runtime.timing import collector_off, time_launches
 
     blocks = blocks or device_properties().sm_count
     kernel = load_module(SOURCE).kernel("descriptor_bench")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import im2col_oracle as oracle
-from .encode import TensorMap
-from .im2col_encode import encode_im2col
-from .im2col_spec import Im2colSpec
-from .probe import POISON, ImageCheck, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
+from ..tiled.encode import TensorMap
+from ..tiled.probe import POISON, ImageCheck, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
+from . import oracle
+from .encode import encode_im2col
+from .spec import Im2colSpec
 
 IM2COL_SOURCE = "tma/im2col_probe.cu"
 IM2COL_KERNEL = "im2col_probe"

@@ -3,12 +3,12 @@ alone, for the validator-vs-driver fuzz), both to the 128-byte `TensorMap` kerne
 
 from __future__ import annotations
 
-from ..errors import CudaError, TensorMapError
-from ..runtime import driver
-from .encode import TensorMap, _resolve_target, open_for_default_target
-from .im2col_rules import validate_im2col
-from .im2col_spec import Im2colParams, Im2colSpec
-from .rules import address_error, bounds_error
+from ...errors import CudaError, TensorMapError
+from ...runtime import driver
+from ..tiled.encode import TensorMap, _resolve_target, open_for_default_target
+from ..tiled.rules import address_error, bounds_error
+from .rules import validate_im2col
+from .spec import Im2colParams, Im2colSpec
 
 _CALL = "cuTensorMapEncodeIm2col"
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
-from ..errors import TensorMapError
-from .decode import (
+from ...errors import TensorMapError
+from ..im2col.decode import decode_im2col, encode_im2col_bytes, im2col_derived_words
+from ..im2col.rules import IM2COL_DRIVER_RULES, validate_im2col
+from ..im2col.spec import Im2colSpec
+from ..tiled.decode import (
     DERIVED_BOX_BYTES,
     DERIVED_SWIZZLE,
     SMALL_TENSOR_BIT,
@@ -27,11 +30,8 @@ from .decode import (
     map_bytes,
     mask,
 )
-from .im2col_decode import decode_im2col, encode_im2col_bytes, im2col_derived_words
-from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
-from .im2col_spec import Im2colSpec
-from .rules import validate_all
-from .spec import DRIVER_RULES, MapGeometry, TensorMapSpec, contiguous_strides_bytes
+from ..tiled.rules import validate_all
+from ..tiled.spec import DRIVER_RULES, MapGeometry, TensorMapSpec, contiguous_strides_bytes
 
 SMALL_TENSOR_BYTES = 128 * 1024  # the defect hit maps of non-dense tensors under 128 KiB
 

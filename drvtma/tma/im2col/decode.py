@@ -1,17 +1,16 @@
 """Read and write the 128 bytes of an sm_90 im2col CUtensorMap: `decode_im2col` (an Im2colSpec and its address) and
 `encode_im2col_bytes` (its inverse on the host, no driver call).
 
-Found from 3,410 maps the H200's driver (580, CUDA 13.0) encoded with cuTensorMapEncodeIm2col (ranks 3-5, every
-type, interleave, swizzle, L2 promotion and fill, corners at both ends of each rank's range;
-tests/data/im2col_corpus.json.gz), each field's hypothesis checked against all of them. An im2col map stores
-everything a tiled map does at the same bits (decode.py's table: address, rank, type, strides, dims, element
+Read off a corpus of maps the driver encoded with cuTensorMapEncodeIm2col (tests/data/im2col_corpus.json.gz; how:
+docs/im2col.md, "The 128 bytes of an im2col map"), each field checked against all of them. An im2col map stores
+everything a tiled map does at the same bits (tiled.decode's table: address, rank, type, strides, dims, element
 strides, interleave, swizzle, fill, L2 promotion, the swizzle marker), plus:
 - bit 64 (`decode.IM2COL_MODE`) is 1; it is 0 in every map of the tiled corpus (tensormap_corpus.json.gz);
 - the tiled box fields hold im2col's own: bits 440-447 (box dim 0) channels per pixel - 1, bits 448-463 the lower
   corners and 464-479 the upper ones, each corner a two's-complement field CORNER_BITS[rank] wide, W first (the
   driver's order), unused slots 0; bits 480-489 pixels per column - 1;
 - the derived box-bytes word (bits 512-543) is channels per pixel * pixels per column * element size.
-No other bit was ever set. What the load does with these fields is im2col_oracle's; none of this was run on a GPU
+No other bit was ever set. What the load does with these fields is `oracle`'s; none of this was run on a GPU
 beyond the driver's encoding.
 """
 
@@ -19,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import TensorMapError
-from .decode import (
+from ...errors import TensorMapError
+from ..tiled.decode import (
     DERIVED_BOX_BYTES,
     DERIVED_SWIZZLE,
     IM2COL_MODE,
@@ -38,8 +37,8 @@ from .decode import (
     shared_words,
     unknown_bits_error,
 )
-from .im2col_rules import IM2COL_DRIVER_RULES, validate_im2col
-from .im2col_spec import IM2COL_RANKS, Im2colSpec
+from .rules import IM2COL_DRIVER_RULES, validate_im2col
+from .spec import IM2COL_RANKS, Im2colSpec
 
 CHANNELS_PER_PIXEL = (440, 8)  # the tiled box dim 0
 PIXELS_PER_COLUMN = (480, 10)
@@ -91,8 +90,8 @@ def im2col_fields(obj) -> Im2colFields:
     raw = map_bytes(obj)
     f = fields(raw)
     if not f.im2col:
-        raise TensorMapError("decode_tiled_map", "mode", "tiled", "read it with drvtma.tma.decode.decode (or explain "
-                             "/ `drvtma decode`, which read both modes)", "bit 64 is clear: a tiled map")
+        raise TensorMapError("decode_tiled_map", "mode", "tiled", "read it with drvtma.tma.tiled.decode.decode (or "
+                             "explain / `drvtma decode`, which read both modes)", "bit 64 is clear: a tiled map")
     v = int.from_bytes(raw, "little")
     if f.rank not in IM2COL_RANKS:
         if v & ~_ANY_RANK_BITS:  # bits no im2col map of any rank holds: say that first (e.g. all ones)
@@ -106,7 +105,7 @@ def im2col_fields(obj) -> Im2colFields:
 
 def decode_im2col(obj) -> tuple[Im2colSpec, int]:
     """(spec, address) of an sm_90 im2col map, the spec in NumPy order with base_address set, not validated
-    (`im2col_rules.validate_im2col` says what it breaks). Raises TensorMapError (``decode_*``) for other bytes."""
+    (`rules.validate_im2col` says what it breaks). Raises TensorMapError (``decode_*``) for other bytes."""
     f = im2col_fields(obj)
     if f.unknown_bits:
         raise unknown_bits_error(f.unknown_bits, "im2col")
@@ -123,7 +122,7 @@ def im2col_derived_words(spec: Im2colSpec) -> tuple[int, int]:
 
 def encode_im2col_bytes(spec: Im2colSpec, address: int | None = None) -> bytes:
     """The bytes cuTensorMapEncodeIm2col writes for a valid spec, computed on the host (no driver call). A spec
-    the driver would refuse (`im2col_rules.IM2COL_DRIVER_RULES`) is refused here too."""
+    the driver would refuse (`rules.IM2COL_DRIVER_RULES`) is refused here too."""
     address = driver_checked_address(spec, Im2colSpec, validate_im2col, IM2COL_DRIVER_RULES, address)
     p = spec.tma_params()
     v = put(shared_words(spec, p, address), IM2COL_MODE, 1)

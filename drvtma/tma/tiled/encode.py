@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any, Callable, cast
 
 import numpy as np
 
-from ..errors import CudaError, TensorMapError, as_int, is_int
-from ..errors import address as as_address
-from ..runtime import driver
-from ..runtime.driver import DeviceBuffer
-from .arrays import array_layout, is_array
-from .params import MapParams
+from ...errors import CudaError, TensorMapError, as_int, is_int
+from ...errors import address as as_address
+from ...runtime import driver
+from ...runtime.driver import DeviceBuffer
+from ..arrays import array_layout, is_array
+from ..params import MapParams
 from .rules import RULES, address_error, bounds_error, validate_all
 from .spec import SMEM_PER_BLOCK_OPTIN_SM90, TENSOR_MAP_BYTES, Interleave, TensorMapSpec, TmaParams
 
-if TYPE_CHECKING:  # im2col_encode builds TensorMaps too
-    from .im2col_spec import Im2colSpec
+if TYPE_CHECKING:  # im2col.encode builds TensorMaps too
+    from ..im2col.spec import Im2colSpec
 
 
 def _resolve_target(base_address: int | None, target) -> tuple[int, object, int | None]:
@@ -284,7 +284,7 @@ def _encode(geometry: _Geometry | _ParamsOnly, address: int, spec: TensorMapSpec
         raise CudaError("cuTensorMapEncodeTiled", -1, "REFUSED_BY_CUDA_PYTHON", str(exc),
                         _every_argument(geometry.params, address, spec)) from None
     if code != _SUCCESS:
-        from ..runtime.driver import cuda_error
+        from ...runtime.driver import cuda_error
 
         e = cuda_error("cuTensorMapEncodeTiled", code)
         raise CudaError(e.call, e.code, e.name, e.description, _every_argument(geometry.params, address, spec))
