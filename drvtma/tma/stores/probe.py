@@ -1,5 +1,5 @@
 """The batched GPU runner of tensor stores, reductions and bulk stores (cu/tma/store_probe.cu, one box per CTA),
-compared byte for byte, guards included, with the `oracle`."""
+compared byte for byte, guards included, with the stores `oracle`."""
 
 from __future__ import annotations
 
@@ -11,18 +11,9 @@ import numpy as np
 from ...runtime import driver
 from ..tiled.encode import encode_tiled
 from ..tiled.rules import round_up
-from .oracle import (
-    CHUNK_BYTES,
-    OP_CODES,
-    STORE,
-    SWIZZLE_PERIOD,
-    StoreCase,
-    apply_store,
-    check_bulk_store,
-    check_case,
-    random_values,
-    smem_from_box,
-)
+from .cases import StoreCase, check_case, random_values
+from .oracle import apply_store, smem_from_box
+from .rules import CHUNK_BYTES, OP_CODES, STORE, SWIZZLE_PERIOD, check_bulk_store
 
 # Mirrors struct StoreJob / BulkStoreJob in cu/tma/store_probe.cu.
 STORE_JOB_DTYPE = np.dtype([("image_offset", "<i8"), ("image_bytes", "<u4"), ("smem_offset", "<u4"),
