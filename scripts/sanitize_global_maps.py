@@ -15,10 +15,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drvtma.runtime.driver import DeviceBuffer, context  # noqa: E402
-from drvtma.tma.tiled import oracle  # noqa: E402
-from drvtma.tma.tiled.encode import encode_tiled  # noqa: E402
 from drvtma.tma.maps.global_maps import POISON, GlobalMapRunner, MapSlots, ReplaceJob  # noqa: E402
 from drvtma.tma.maps.replace import Edit, apply_to_spec  # noqa: E402
+from drvtma.tma.tiled import oracle  # noqa: E402
+from drvtma.tma.tiled.encode import encode_tiled  # noqa: E402
 from drvtma.tma.tiled.spec import TensorMapSpec  # noqa: E402
 
 

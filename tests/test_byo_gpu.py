@@ -16,7 +16,7 @@ from drvtma.tma.tiled import oracle
 from drvtma.tma.tiled.encode import encode_tiled
 from drvtma.tma.tiled.spec import TensorMapSpec
 
-from byo_builds import KERNELS, nvcc_build
+from support.byo_builds import KERNELS, nvcc_build
 
 pytestmark = pytest.mark.gpu
 

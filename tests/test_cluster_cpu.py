@@ -18,7 +18,8 @@ from drvtma.runtime import compiler, sass
 from drvtma.runtime.cluster_launch import check_cluster_shape
 from drvtma.tma.tiled import oracle
 from drvtma.tma.tiled.spec import TensorMapSpec
-from struct_layout import compile_layout_check
+
+from support.struct_layout import compile_layout_check
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import drvtma
-import layering
+
+from support import layering
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(drvtma.__file__).resolve().parent
@@ -121,8 +122,19 @@ def test_no_module_above_450_lines(path):
 
 def test_public_api_of_the_top_level():
     """What users import from `drvtma` directly, as the README does, keeps working after the move into rooms."""
-    from drvtma import (BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer,  # noqa: F401
-                        TensorMap, TensorMapError, TensorMapSpec, encode_tiled, load_module)
+    from drvtma import (  # noqa: F401
+        BarrierTimeout,
+        CudaError,
+        DeviceBuffer,
+        LaunchError,
+        Module,
+        StatusBuffer,
+        TensorMap,
+        TensorMapError,
+        TensorMapSpec,
+        encode_tiled,
+        load_module,
+    )
 
     assert set(drvtma.__all__) <= set(dir(drvtma))
 

@@ -5,7 +5,6 @@ import itertools
 import math
 import warnings
 from fractions import Fraction
-
 from unittest import mock
 
 import numpy as np
@@ -13,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drvtma.runtime import compiler
-from drvtma.runtime import sass
-from drvtma.tma.stores import probe as P
+from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.runtime import compiler, sass
 from drvtma.tma import stores as S
 from drvtma.tma.dtypes import ALL_DTYPES, BFLOAT16, FLOAT16, FLOAT32, INT32, INT64, UINT32, UINT64
-from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.tma.stores import probe as P
 from drvtma.tma.tiled.spec import TensorMapSpec
-from struct_layout import compile_layout_check
+
+from support.struct_layout import compile_layout_check
 
 seeds = st.integers(0, 2**32 - 1)
 store_dtypes = st.sampled_from(S.STORE_DTYPES)

@@ -18,7 +18,7 @@ from drvtma.tma.tiled import oracle
 from drvtma.tma.tiled.encode import encode_tiled
 from drvtma.tma.tiled.spec import TensorMapSpec
 
-from user_kernel import TILE_COPY_SOURCE
+from support.user_kernel import TILE_COPY_SOURCE
 
 pytestmark = pytest.mark.gpu
 

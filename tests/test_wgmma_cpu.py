@@ -15,9 +15,15 @@ from drvtma.errors import WgmmaError
 from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle, rules
-from drvtma.wgmma.descriptor import (SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle,
-                                     wgmma_swizzle)
-from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, F16, M, S8, TF32, U8, wgmma_type
+from drvtma.wgmma.descriptor import (
+    SPAN_BYTES,
+    SmemDescriptor,
+    WgmmaSwizzle,
+    from_tma_swizzle,
+    to_tma_swizzle,
+    wgmma_swizzle,
+)
+from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, F16, S8, TF32, U8, M, wgmma_type
 from drvtma.wgmma.layout import descriptor_for
 from drvtma.wgmma.probe import CASE_DTYPE, ProbeCase, WgmmaProbe, check_case, operand_tiles, predict
 
@@ -327,7 +333,7 @@ def test_predict_differs_for_most_wrong_descriptors():
 
 
 def test_case_struct_mirrors_the_kernel():
-    from struct_layout import compile_layout_check
+    from support.struct_layout import compile_layout_check
 
     src = (ROOT / "cu" / "wgmma" / "wgmma_probe.cu").read_text()
     struct = src[src.index("struct WgCase"):src.index("};", src.index("struct WgCase")) + 2]

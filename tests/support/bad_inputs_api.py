@@ -12,32 +12,48 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from bad_inputs import ApiCase
-
 import drvtma
 from drvtma import DeviceBuffer, TensorMapSpec, compile_cubin, encode_tiled, load_module
 from drvtma.cluster import Multicast, check_multicast
-from drvtma.runtime import capabilities
-from drvtma.errors import (ArgumentError, ClusterError, GemmError, LaunchError, TensorMapError, UnknownNameError,
-                           WgmmaError)
+from drvtma.errors import (
+    ArgumentError,
+    ClusterError,
+    GemmError,
+    LaunchError,
+    TensorMapError,
+    UnknownNameError,
+    WgmmaError,
+)
 from drvtma.fuzz import Target, get_target, merge_results, register, run_campaign
 from drvtma.gemm import GemmConfig
 from drvtma.gemm.conv import Conv2d
+from drvtma.runtime import capabilities
+from drvtma.runtime.cluster_launch import check_cluster_shape
 from drvtma.show import bank_report, cells, draw_image, overlay
 from drvtma.show.failure import failure_svg
+from drvtma.testing import RngChooser, break_rule, build_coordinates, build_valid_spec, special_float_bits
 from drvtma.testing.failures import check_images
-from drvtma.runtime.cluster_launch import check_cluster_shape
-from drvtma.tma.tiled import decode as D
-from drvtma.tma.maps import replace as R
 from drvtma.tma import stores as S
 from drvtma.tma.im2col.encode import encode_im2col
 from drvtma.tma.im2col.oracle import check_im2col_coordinates as im2col_coordinates
 from drvtma.tma.im2col.rules import validate_im2col
 from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.maps import replace as R
+from drvtma.tma.tiled import decode as D
 from drvtma.tma.tiled.oracle import check_load_coordinates
-from drvtma.testing import RngChooser, break_rule, build_coordinates, build_valid_spec, special_float_bits
-from drvtma.wgmma import SmemDescriptor, check_descriptor, check_operands, check_shape, descriptor_for, spec_for_tile
-from drvtma.wgmma import from_tma_swizzle, to_tma_swizzle, wgmma_type
+from drvtma.wgmma import (
+    SmemDescriptor,
+    check_descriptor,
+    check_operands,
+    check_shape,
+    descriptor_for,
+    from_tma_swizzle,
+    spec_for_tile,
+    to_tma_swizzle,
+    wgmma_type,
+)
+
+from .bad_inputs import ApiCase
 
 ADDR = 0x7F00_0000_0000
 
@@ -97,7 +113,7 @@ def _fuzz_kernel(run, **kw):
     return fuzz_kernel(run, **kw)
 
 
-def _store_runner(name="image_store", source="tests/byo_image_store.cu"):
+def _store_runner(name="image_store", source="tests/support/byo_image_store.cu"):
     from drvtma.fuzz.runners import CuStoreRunner
 
     return CuStoreRunner(source, name)
@@ -115,7 +131,7 @@ def _cuda_core_store(spec_, op="store"):
 
     memory, base, _, coords, _, _ = _store_case()
     box = np.zeros((4, 8), spec_.dtype.numpy)
-    return CudaCoreStoreRunner("tests/byo_image_store.cu", "image_store")(memory, base, spec_, coords, box, op)
+    return CudaCoreStoreRunner("tests/support/byo_image_store.cu", "image_store")(memory, base, spec_, coords, box, op)
 
 
 def _store_case(coords=(1, 16), op="store", box=None, base=512):

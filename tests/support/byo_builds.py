@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-KERNELS = Path(__file__).parent / "data" / "byo"  # row_copy.cu (+ copy_out.cuh, include/), nvcc_tile_copy.cu
+# tests/data/byo: row_copy.cu (+ copy_out.cuh, include/), nvcc_tile_copy.cu
+KERNELS = Path(__file__).resolve().parents[1] / "data" / "byo"
 
 
 def nvcc_build(source: Path, out: Path, kind: str = "cubin", flags=()) -> Path:

@@ -1,7 +1,7 @@
 """Pictures looked at as a person would: an SVG rendered to a PNG screenshot by headless Chromium, and the PNG read
 back with a small decoder (zlib and NumPy, no new dependency) so a test can see whether anything is drawn.
 
-`python tests/screenshots.py` renders the committed docs/pictures/*.svg to the PNGs the README shows.
+`python tests/support/screenshots.py` renders the committed docs/pictures/*.svg to the PNGs the README shows.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BROWSERS = ("chromium", "chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync")

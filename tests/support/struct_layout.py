@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from drvtma.runtime import compiler
 from drvtma.errors import NvrtcError
+from drvtma.runtime import compiler
 
 
 def layout_asserts(struct: str, dtype: np.dtype) -> list[str]:

@@ -1,6 +1,6 @@
 """User kernels on the GPU for tests/test_byo_fuzz_gpu.py and tests/test_byo_toolchains_gpu.py: drvtma's ready
-runners over tests/byo_image_load.cu and tests/byo_image_store.cu, the same files built by nvcc and by cuda.core,
-each also with a planted bug, and Triton's desc.load / desc.store."""
+runners over byo_image_load.cu and byo_image_store.cu (beside this file), the same files built by nvcc and by
+cuda.core, each also with a planted bug, and Triton's desc.load / desc.store."""
 
 import json
 from pathlib import Path
@@ -60,8 +60,12 @@ def nvcc_cubin(plant: bool = False, direction: str = "load") -> Path:
     per process (a skip without nvcc)."""
     import tempfile
 
-    from byo_builds import nvcc_build
     from drvtma.runtime.compiler import include_dir
+
+    if __package__:  # imported as support.byo_gpu_kernels
+        from .byo_builds import nvcc_build
+    else:  # loaded by path (`--kernel tests/support/byo_gpu_kernels.py:...` puts this folder on sys.path)
+        from byo_builds import nvcc_build
 
     source, name, macro = BUILDS[direction]
     key = ("nvcc-cubin", direction, plant)

@@ -4,8 +4,8 @@ skips the last 16-byte chunk of each row)."""
 
 import numpy as np
 
-from drvtma.tma.tiled import oracle
 from drvtma.tma.stores import CHUNK_BYTES, apply_store, reduce_values, store_targets
+from drvtma.tma.tiled import oracle
 
 
 def _tensor(memory, base, spec):
@@ -66,8 +66,8 @@ def wrong_shape(memory, base, spec, coords):
 
 
 def _image_store(memory, base, spec, coords, box, op, skip_last_chunk=False):
-    """tests/byo_image_store.cu done in NumPy on the image drvtma's CuStoreRunner hands it: the box read back from
-    the shared-memory image where the store reads it, then stored; `skip_last_chunk` is its planted bug."""
+    """byo_image_store.cu (beside this file) done in NumPy on the image drvtma's CuStoreRunner hands it: the box read
+    back from the shared-memory image where the store reads it, then stored; `skip_last_chunk` is its planted bug."""
     from drvtma.fuzz.runners import store_arguments
     from drvtma.tma.stores import OP_CODES, smem_byte_offsets
 

@@ -5,7 +5,7 @@ the GPU, and the rule cases (exit 1) are checked on the CPU (check, decode, wgmm
 
 from __future__ import annotations
 
-from bad_inputs import CliCase
+from .bad_inputs import CliCase
 
 
 def _map_hex(box_inner: int | None = None) -> str:
