@@ -105,8 +105,8 @@ def im2col_probe() -> None:
 @family
 def store_probe() -> None:
     """Tensor stores and reductions (one box per CTA, guards checked) and 1D bulk stores."""
-    from drvtma.tma.stores import probe as P
     from drvtma.tma.stores import StoreCase
+    from drvtma.tma.stores import probe as P
     from drvtma.tma.tiled.spec import TensorMapSpec
 
     rng = np.random.default_rng()

@@ -17,13 +17,14 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.fuzz.coverage import Coverage
-from drvtma.fuzz.coverage.multicast import MODEL as MULTICAST_COVERAGE
-from drvtma.runtime.figures import record_figure, record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
 from drvtma.errors import ClusterError, CudaError
+from drvtma.fuzz.coverage import Coverage
+from drvtma.fuzz.coverage.multicast import MODEL as MULTICAST_COVERAGE
 from drvtma.runtime import cluster_launch
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing.children import run_child
 from drvtma.testing.multicast import fuzz_batches, min_batches
 from drvtma.tma.tiled.encode import encode_tiled

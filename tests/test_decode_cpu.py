@@ -20,9 +20,16 @@ from hypothesis import strategies as st
 from drvtma.errors import TensorMapError
 from drvtma.runtime import compiler, sass
 from drvtma.testing import valid_specs
+from drvtma.tma.maps.replace import (
+    FIELDS,
+    Edit,
+    apply_all,
+    apply_to_bytes,
+    apply_to_spec,
+    edits_to,
+    ptxas_clears_small_tensor_bit,
+)
 from drvtma.tma.tiled import decode as D
-from drvtma.tma.maps.replace import (FIELDS, Edit, apply_all, apply_to_bytes, apply_to_spec, edits_to,
-                               ptxas_clears_small_tensor_bit)
 from drvtma.tma.tiled.spec import TensorMapSpec
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -4,10 +4,10 @@ the strategies build it is exactly as strict), and its memo survives re-encodes.
 import numpy as np
 import pytest
 
+from drvtma.testing import RngChooser, build_any_spec, build_invalid_spec, build_valid_spec
 from drvtma.tma.tiled.encode import _geometry_holds
 from drvtma.tma.tiled.rules import RULES, validate_all
 from drvtma.tma.tiled.spec import ALL_RULES, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec
-from drvtma.testing import RngChooser, build_any_spec, build_invalid_spec, build_valid_spec
 
 
 def _geometry_errors(spec, limit):

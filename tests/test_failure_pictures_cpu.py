@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_fuzz_cpu import swap_two_bytes
 
 from drvtma.cli.main import main
 from drvtma.errors import ArgumentError
@@ -22,7 +23,6 @@ from drvtma.testing import check_images
 from drvtma.testing.children import child_env
 from drvtma.tma.tiled import oracle
 from drvtma.tma.tiled.spec import TensorMapSpec
-from test_fuzz_cpu import swap_two_bytes
 
 NS = "{http://www.w3.org/2000/svg}"
 

@@ -14,8 +14,7 @@ from drvtma.errors import GemmError
 from drvtma.gemm import model
 from drvtma.gemm.claims import CLAIMS, claim_configs
 from drvtma.gemm.config import GemmConfig
-from drvtma.gemm.launch import (KernelResources, check_register_split, compile_gemm, kernel_resources,
-                                map_specs)
+from drvtma.gemm.launch import KernelResources, check_register_split, compile_gemm, kernel_resources, map_specs
 from drvtma.gemm.reference import exact_operands, reference_gemm, value_dtype
 from drvtma.runtime import sass
 from drvtma.tma.tiled import oracle as tma_oracle

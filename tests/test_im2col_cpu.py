@@ -15,12 +15,12 @@ from drvtma.cli.main import main
 from drvtma.errors import TensorMapError
 from drvtma.fuzz.campaign import run_campaign
 from drvtma.fuzz.targets import get_target
+from drvtma.testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
+from drvtma.testing.strategies import DrawChooser, RngChooser
 from drvtma.tma.im2col import oracle as oracle
 from drvtma.tma.im2col.rules import IM2COL_ALL_RULES, IM2COL_RULES, validate_im2col
 from drvtma.tma.im2col.spec import Im2colSpec, conv_corners
 from drvtma.tma.tiled.oracle import swizzle_addresses
-from drvtma.testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
-from drvtma.testing.strategies import DrawChooser, RngChooser
 
 POISON = 0xA5A5A5A5
 

@@ -15,7 +15,8 @@ from drvtma.fuzz.campaign import run_campaign
 from drvtma.fuzz.coverage import MIN_HITS
 from drvtma.fuzz.standard import standard
 from drvtma.fuzz.targets import get_target
-from drvtma.runtime.figures import record_figure, record_test as record
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing.children import run_child
 from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
 from drvtma.testing.strategies import RngChooser

@@ -18,16 +18,22 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
-from drvtma.tma.tiled import oracle
-from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import CudaError, TensorMapError
-from drvtma.tma.tiled.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
-from drvtma.tma.tiled.rules import driver_box_bytes, driver_should_accept, validate_all
-from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
+from drvtma.runtime.figures import record_test as record
+from drvtma.testing import (
+    ADDRESS_BASE,
+    RngChooser,
+    build_any_spec,
+    build_coordinates,
+    build_valid_spec,
+    special_float_bits,
+)
 from drvtma.testing.children import run_child
-from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coordinates, build_valid_spec,
-                            special_float_bits)
+from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
+from drvtma.tma.tiled.rules import driver_box_bytes, driver_should_accept, validate_all
+from drvtma.tma.tiled.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
 
 pytestmark = pytest.mark.gpu
 

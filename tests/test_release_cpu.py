@@ -9,15 +9,23 @@ import gc
 
 import pytest
 
-from drvtma.errors import CudaError
 from drvtma.b08.modes import B08Runner
 from drvtma.cluster.probe import MulticastProbe
+from drvtma.errors import CudaError
 from drvtma.fuzz.targets import Session
 from drvtma.gemm.claims import _Operands
 from drvtma.gemm.cublas import LtGemm, TorchGemm
 from drvtma.gemm.launch import BoundGemm
-from drvtma.runtime.driver import (DeviceBuffer, Event, LibraryHandle, Resource, ScratchBuffers, Stream, close_all,
-                                   released_quietly)
+from drvtma.runtime.driver import (
+    DeviceBuffer,
+    Event,
+    LibraryHandle,
+    Resource,
+    ScratchBuffers,
+    Stream,
+    close_all,
+    released_quietly,
+)
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
 from drvtma.tma.maps.global_maps import GlobalMapRunner, MapSlots

@@ -13,15 +13,15 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from drvtma import settings as drvtma_settings
-from drvtma.runtime.figures import record_test as record
 from drvtma import load_module
-from drvtma.tma.stores import probe as P
+from drvtma import settings as drvtma_settings
+from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.runtime.figures import record_test as record
+from drvtma.testing.children import run_child
 from drvtma.tma import stores as S
 from drvtma.tma.dtypes import tma_dtype
-from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.tma.stores import probe as P
 from drvtma.tma.tiled.spec import TensorMapSpec
-from drvtma.testing.children import run_child
 
 pytestmark = pytest.mark.gpu
 

@@ -15,18 +15,19 @@ import numpy as np
 import pytest
 
 from drvtma import settings
+from drvtma.errors import TensorMapError
 from drvtma.fuzz.coverage import Coverage
 from drvtma.fuzz.coverage.decode import MODEL as DECODE_COVERAGE
-from drvtma.runtime.figures import record_figure, record_test as record
-from drvtma.errors import TensorMapError
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
-from drvtma.tma.tiled import oracle
-from drvtma.tma.tiled.decode import decode, encode_bytes, fields, same_map
-from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
 from drvtma.tma.maps.findings import plausibility
 from drvtma.tma.maps.global_maps import POISON
 from drvtma.tma.maps.replace import FIELDS, Edit, apply_all, apply_to_spec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.decode import decode, encode_bytes, fields, same_map
+from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
 from drvtma.tma.tiled.spec import Interleave, Swizzle, TensorMapSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]

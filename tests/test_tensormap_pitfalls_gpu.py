@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.testing.children import run_child
 from drvtma.runtime.figures import record_test as record
+from drvtma.testing.children import run_child
 from drvtma.tma.tiled.decode import fields
 from drvtma.tma.tiled.encode import encode_tiled
 from drvtma.tma.tiled.spec import TensorMapSpec
