@@ -78,8 +78,8 @@ def time_launches(batches: int, per_batch: int) -> dict:
 
     import numpy as np
 
-    from drvtma.tma.encode import encode_tiled
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.encode import encode_tiled
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     mod = load_module("runtime/launch_cost.cu")
     plain, with_map = mod.kernel("plain_args"), mod.kernel("map_args")

@@ -26,9 +26,10 @@ from drvtma.fuzz.campaign import build_case  # noqa: E402  (after the source roo
 from drvtma.fuzz.standard import standard  # noqa: E402
 from drvtma.fuzz.targets import get_target  # noqa: E402
 from drvtma.runtime.figures import record_figure, table_text  # noqa: E402
-from drvtma.tma import im2col_oracle, oracle  # noqa: E402
-from drvtma.tma.spec import TensorMapSpec  # noqa: E402
+from drvtma.tma.im2col import oracle as im2col_oracle  # noqa: E402
 from drvtma.tma.stores import apply_store, smem_from_box  # noqa: E402
+from drvtma.tma.tiled import oracle  # noqa: E402
+from drvtma.tma.tiled.spec import TensorMapSpec  # noqa: E402
 
 TARGETS = ("loads", "im2col", "stores", "reductions")
 FAKE_BASE = 0x7F00_0000_0000  # a 1024-byte aligned address for the maps (no byte is read through it)

@@ -13,8 +13,8 @@ from tabulate import tabulate
 from drvtma import DeviceBuffer, StatusBuffer, device_properties, load_module
 from drvtma.runtime.figures import record_figure
 from drvtma.runtime.timing import gb_per_s, time_copy, time_launches
-from drvtma.tma.spec import TensorMapSpec
-from drvtma.tma.encode import encode_tiled
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 COLS = 4096  # the array is viewed as rows of 16 KiB
 A, B = 1.5, -0.25

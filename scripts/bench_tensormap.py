@@ -14,11 +14,11 @@ import numpy as np
 from tabulate import tabulate
 
 from drvtma import DeviceBuffer, context
-from drvtma.tma.probe import LoadProbe, check_loads
-from drvtma.tma.spec import TensorMapSpec
-from drvtma.tma.encode import encode_tiled
 from drvtma.runtime.timing import collector_off
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.probe import LoadProbe, check_loads
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 
 def _cuda_core_encode(buf: DeviceBuffer, shape, box):

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from drvtma.errors import CudaError  # noqa: E402
 from drvtma.runtime import driver  # noqa: E402
 from drvtma.testing.tensormaps import one_at_a_time_specs, random_spec  # noqa: E402
-from drvtma.tma.encode import encode_unchecked  # noqa: E402
+from drvtma.tma.tiled.encode import encode_unchecked  # noqa: E402
 
 
 def entry(kind: str, label: str, spec) -> dict:

@@ -60,8 +60,8 @@ def rings_warp() -> None:
 def load_probe() -> None:
     """Tiled loads of a few maps (swizzles, out-of-bounds fill, element strides, ranks 1-5), bit for bit."""
     from drvtma import DeviceBuffer
-    from drvtma.tma.probe import LoadProbe, check_loads
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.probe import LoadProbe, check_loads
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     host = np.random.default_rng().integers(0, 256, 1 << 20, dtype=np.uint8)
     specs = [
@@ -88,7 +88,7 @@ def im2col_probe() -> None:
     from drvtma import DeviceBuffer
     from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
     from drvtma.testing.strategies import RngChooser
-    from drvtma.tma.im2col_probe import Im2colProbe, check_im2col_loads
+    from drvtma.tma.im2col.probe import Im2colProbe, check_im2col_loads
 
     ch = RngChooser(np.random.default_rng(3))
     with Im2colProbe() as probe:
@@ -105,9 +105,9 @@ def im2col_probe() -> None:
 @family
 def store_probe() -> None:
     """Tensor stores and reductions (one box per CTA, guards checked) and 1D bulk stores."""
-    from drvtma.tma import store_probe as P
     from drvtma.tma.stores import StoreCase
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.stores import probe as P
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     rng = np.random.default_rng()
     cases = [

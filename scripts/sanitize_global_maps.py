@@ -15,11 +15,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from drvtma.runtime.driver import DeviceBuffer, context  # noqa: E402
-from drvtma.tma import oracle  # noqa: E402
-from drvtma.tma.encode import encode_tiled  # noqa: E402
-from drvtma.tma.global_maps import POISON, GlobalMapRunner, MapSlots, ReplaceJob  # noqa: E402
-from drvtma.tma.replace import Edit, apply_to_spec  # noqa: E402
-from drvtma.tma.spec import TensorMapSpec  # noqa: E402
+from drvtma.tma.maps.global_maps import POISON, GlobalMapRunner, MapSlots, ReplaceJob  # noqa: E402
+from drvtma.tma.maps.replace import Edit, apply_to_spec  # noqa: E402
+from drvtma.tma.tiled import oracle  # noqa: E402
+from drvtma.tma.tiled.encode import encode_tiled  # noqa: E402
+from drvtma.tma.tiled.spec import TensorMapSpec  # noqa: E402
 
 
 def main() -> int:
@@ -69,7 +69,7 @@ def main() -> int:
                                       in_flight=False, acquire=True)
         bad += int((counts != np.array([[4096, 0, 0], [0, 4096, 0]])).any(axis=(1, 2)).sum())  # A, then B
         runner.close()
-    from drvtma.tma.descriptor_bench import run_descriptor_bench
+    from drvtma.tma.maps.descriptor_bench import run_descriptor_bench
 
     run_descriptor_bench(loads=2, runs=1, warmups=0, launches=2, blocks=4)
     print(f"global_maps: {bad} mismatching loads")

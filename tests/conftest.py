@@ -44,7 +44,7 @@ def pool(ctx, request):
 @pytest.fixture(scope="session")
 def runner(ctx):
     """One GlobalMapRunner (cu/tma/global_map.cu) for the global-map and pitfall tests."""
-    from drvtma.tma.global_maps import GlobalMapRunner
+    from drvtma.tma.maps.global_maps import GlobalMapRunner
 
     with GlobalMapRunner() as r:
         yield r

@@ -7,11 +7,20 @@ import pytest
 from drvtma.errors import TensorMapError
 from drvtma.tma.arrays import array_layout
 from drvtma.tma.dtypes import BFLOAT16, FLOAT16, FLOAT32, UINT8, tma_dtype
-from drvtma.tma.encode import _resolve_target
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.encode import _resolve_target
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-from fake_arrays import (DL_BFLOAT, DL_COMPLEX, DL_CPU, DL_FLOAT, DL_FLOAT8_E4M3FN, DL_FLOAT8_E5M2, DL_INT,
-                         FakeCAI, FakeDLPack)
+from support.fake_arrays import (
+    DL_BFLOAT,
+    DL_COMPLEX,
+    DL_CPU,
+    DL_FLOAT,
+    DL_FLOAT8_E4M3FN,
+    DL_FLOAT8_E5M2,
+    DL_INT,
+    FakeCAI,
+    FakeDLPack,
+)
 
 ADDRESS = 0x7F0000100000
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from drvtma.tma.dtypes import BFLOAT16, UINT8
-from drvtma.tma.oracle import box_values
-from drvtma.tma.probe import LoadProbe, check_loads
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.oracle import box_values
+from drvtma.tma.tiled.probe import LoadProbe, check_loads
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 

@@ -18,10 +18,10 @@ from drvtma.audit.judge import hazards, hints, judge, map_windows, spec_from_enc
 from drvtma.audit.report import figure_lines, library_rows, write_report
 from drvtma.cli.main import main
 from drvtma.errors import AuditError
-from drvtma.tma.decode import encode_bytes
-from drvtma.tma.im2col_decode import encode_im2col_bytes
-from drvtma.tma.im2col_spec import Im2colSpec
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.im2col.decode import encode_im2col_bytes
+from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.tiled.decode import encode_bytes
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 ADDRESS = 0x7F12_3400_0000
 KEEP: list = []  # ctypes objects a record points at stay alive for the test

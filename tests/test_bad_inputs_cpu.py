@@ -3,16 +3,9 @@ named error (or is accepted because it is right). Each case alone, then all of t
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import bad_inputs  # noqa: E402
-import bad_inputs_api  # noqa: E402
-import bad_inputs_cli  # noqa: E402
+from support import bad_inputs, bad_inputs_api, bad_inputs_cli
 
 CASES = [*bad_inputs_cli.CASES, *bad_inputs_api.CASES]
 MIN_CASES = 150

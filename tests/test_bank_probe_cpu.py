@@ -6,7 +6,7 @@ from __future__ import annotations
 from drvtma.runtime import compiler, families, sass
 from drvtma.show import wavefronts
 
-from bank_probe import KERNEL, SMEM_BYTES, cases, predicted, reference
+from support.bank_probe import KERNEL, SMEM_BYTES, cases, predicted, reference
 
 
 def test_the_kernel_compiles_and_its_sass_holds_the_shared_loads():

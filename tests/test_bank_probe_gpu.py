@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bank_probe import KERNEL, cases, predicted, reference
+from support.bank_probe import KERNEL, cases, predicted, reference
 
 WARPS = 16  # enough warps that the shared-memory pipe, not issue, bounds the rate
 ITERS = 256  # x 16 unrolled loads per warp

@@ -82,9 +82,9 @@ def bench(monkeypatch):
                                                       CUlaunchConfig=cu.CUlaunchConfig))
     monkeypatch.setattr(module, "_cuda_core_launcher", lambda cubin, name, args: lambda: core_calls.append(name))
     monkeypatch.setattr(launch_mod, "_launch_kernel_ex", launch_kernel_ex)
-    import drvtma.tma.encode
+    import drvtma.tma.tiled.encode
 
-    monkeypatch.setattr(drvtma.tma.encode, "encode_tiled", lambda spec, buf: FakeMap())
+    monkeypatch.setattr(drvtma.tma.tiled.encode, "encode_tiled", lambda spec, buf: FakeMap())
     return SimpleNamespace(module=module, launched=launched, core_calls=core_calls)
 
 

@@ -8,15 +8,15 @@ import json
 import numpy as np
 import pytest
 
-import drvtma.tma.decode as D
+import drvtma.tma.tiled.decode as D
 from drvtma.errors import TensorMapError
 from drvtma.runtime import driver
 from drvtma.tma import stores as S
-from drvtma.tma.blackwell_rules import check_smem_destination, gather4_values, smem_alignment, validate_gather4
 from drvtma.tma.dtypes import PACKED_DTYPES, tma_dtype
-from drvtma.tma.encode import _geometry_holds
-from drvtma.tma.rules import validate_all
-from drvtma.tma.spec import DRIVER_RULES, TensorMapSpec
+from drvtma.tma.tiled.blackwell_rules import check_smem_destination, gather4_values, smem_alignment, validate_gather4
+from drvtma.tma.tiled.encode import _geometry_holds
+from drvtma.tma.tiled.rules import validate_all
+from drvtma.tma.tiled.spec import DRIVER_RULES, TensorMapSpec
 
 BASE = 0x7F0000000000
 PACKED = [d.name for d in PACKED_DTYPES]

@@ -12,11 +12,11 @@ from drvtma.errors import ArgumentError, NvrtcError
 from drvtma.runtime import compiler, cubin, images
 from drvtma.runtime.compiler import compile_cubin
 from drvtma.runtime.sass import instructions
-from drvtma.tma import decode as D
-from drvtma.tma.findings import explain
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.maps.findings import explain
+from drvtma.tma.tiled import decode as D
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-from byo_builds import KERNELS, nvcc_build
+from support.byo_builds import KERNELS, nvcc_build
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fuzz your own kernel, on the CPU: NumPy "user kernels" (tests/byo_kernels.py) through the contract of
+"""Fuzz your own kernel, on the CPU: NumPy "user kernels" (tests/support/byo_kernels.py) through the contract of
 drvtma.fuzz.kernel. The right ones pass with 0 mismatches; each planted bug is found, shrunk to a small case,
 written as a reproducer, and `drvtma repro` replays it with the same diff."""
 
@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import byo_kernels as B
 from drvtma.cli.main import main
 from drvtma.errors import ArgumentError
 from drvtma.fuzz.kernel import LoadKernel, StoreKernel, load_kernel
 from drvtma.fuzz.user import KernelMismatch, fuzz_kernel
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
+
+from support import byo_kernels as B
 
 KERNELS = Path(B.__file__).resolve()
 
@@ -109,7 +110,7 @@ def test_the_runners_kernel_compiles_to_tensor_loads():
     from drvtma.runtime.compiler import compile_cubin
     from drvtma.runtime.sass import instructions
 
-    ops = instructions(compile_cubin(Path(__file__).with_name("byo_image_load.cu")), "image_load")
+    ops = instructions(compile_cubin(KERNELS.with_name("byo_image_load.cu")), "image_load")
     assert {f"UTMALDG.{r}D" for r in range(1, 6)} <= set(ops), sorted(ops)
 
 

@@ -14,11 +14,11 @@ from drvtma.cli.main import main
 from drvtma.fuzz.standard import kernel_campaign
 from drvtma.runtime.figures import record_figure
 
-from byo_gpu_kernels import shrunk_repro_replays
+from support.byo_gpu_kernels import shrunk_repro_replays
 
 pytestmark = pytest.mark.gpu
 
-KERNELS = Path(__file__).with_name("byo_gpu_kernels.py")
+KERNELS = Path(__file__).parent / "support" / "byo_gpu_kernels.py"
 # the drvtma runners' campaigns: enough cases to reach every coverage class 20 times (drvtma.fuzz.standard)
 EXAMPLES = {t: str(kernel_campaign(f"kernel-{t}", "drvtma").examples) for t in ("loads", "stores", "reductions")}
 
@@ -28,7 +28,7 @@ def _uses_tma(direction: str = "load") -> bool:
     from drvtma.runtime.compiler import compile_cubin
     from drvtma.runtime.sass import instructions
 
-    ops = instructions(compile_cubin(Path(__file__).with_name(f"byo_image_{direction}.cu")), f"image_{direction}")
+    ops = instructions(compile_cubin(KERNELS.with_name(f"byo_image_{direction}.cu")), f"image_{direction}")
     return any(op.startswith("UTMALDG" if direction == "load" else "UTMASTG") for op in ops)
 
 
@@ -95,7 +95,7 @@ def test_a_store_that_skips_the_last_chunk_is_shrunk_and_replayed(ctx, tmp_path,
                   "--max-shrinks", "1", "--shrink-seconds", "120")
     assert rc == 1
     repro = shrunk_repro_replays(tmp_path, "stores", capsys)
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     spec = TensorMapSpec.from_dict(repro["case"]["spec"])
     assert spec.smem_bytes <= 64 and spec.rank <= 2, repro["describe"]

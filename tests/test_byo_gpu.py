@@ -12,11 +12,11 @@ from drvtma.runtime.driver import DeviceBuffer
 from drvtma.runtime.kernel import load_module
 from drvtma.runtime.status import StatusBuffer
 from drvtma.testing import RngChooser, build_coordinates
-from drvtma.tma import oracle
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-from byo_builds import KERNELS, nvcc_build
+from support.byo_builds import KERNELS, nvcc_build
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,7 @@
-"""drvtma's ready store runner on the CPU: its kernel (tests/byo_image_store.cu) and the planted-bug build compile
-to TMA stores, the runner refuses what would fault before any launch, and the kernel done in NumPy on the image
-the runner builds (tests/byo_kernels.py) passes the stores fuzz while the planted bug is found and shrunk."""
+"""drvtma's ready store runner on the CPU: its kernel (tests/support/byo_image_store.cu) and the planted-bug build
+compile to TMA stores, the runner refuses what would fault before any launch, and the kernel done in NumPy on the
+image the runner builds (tests/support/byo_kernels.py) passes the stores fuzz while the planted bug is found and
+shrunk."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import byo_kernels as B
 from drvtma.cli.main import main
 from drvtma.errors import ArgumentError, TensorMapError
 from drvtma.fuzz.kernel import GUARD_BYTES, StoreKernel
 from drvtma.fuzz.runners import CuStoreRunner, store_arguments
 from drvtma.fuzz.user import fuzz_kernel
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-STORE_CU = Path(__file__).with_name("byo_image_store.cu")
+from support import byo_kernels as B
+
+STORE_CU = Path(B.__file__).with_name("byo_image_store.cu")
 
 
 def _cubin(defines=None) -> bytes:

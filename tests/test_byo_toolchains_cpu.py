@@ -11,19 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.errors import ArgumentError, TensorMapError, StoreStraddleWarning
+from drvtma.errors import ArgumentError, StoreStraddleWarning, TensorMapError
 from drvtma.fuzz import cuda_core as C
 from drvtma.fuzz.runners import CuLoadRunner, CuStoreRunner
 from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
 from drvtma.runtime import cubin
 from drvtma.runtime.sass import instructions
 from drvtma.testing import RngChooser
-from drvtma.tma.spec import TensorMapSpec
 from drvtma.tma.stores import REDUCE_OPS, STORE, check_case, check_store_spec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-import byo_gpu_kernels as G
+from support import byo_gpu_kernels as G
 
-SOURCE = Path(__file__).with_name("byo_image_load.cu")
+SOURCE = Path(G.__file__).with_name("byo_image_load.cu")
 # direction -> (the runner's parameter layout, the TMA instruction it issues, its runner over nvcc's cubin). Loads:
 # map by value, coords, rank, box_bytes, image_bytes, out, status; stores: map by value, coords, rank, op, image,
 # image_bytes.

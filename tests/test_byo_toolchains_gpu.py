@@ -1,4 +1,4 @@
-"""Fuzz a kernel built by another toolchain on the GPU: tests/byo_image_load.cu and tests/byo_image_store.cu built
+"""Fuzz a kernel built by another toolchain on the GPU: tests/support/byo_image_load.cu and byo_image_store.cu built
 by `nvcc -cubin` (launched through drvtma with the map by value) and by cuda.core's Program (its
 TensorMapDescriptor, its launch), each against the oracle with a figure line per toolchain and direction, and each
 with its planted bug (PLANT_OFF_BY_ONE, SKIP_LAST_CHUNK) found, shrunk and replayed. All pass on the H200."""
@@ -14,9 +14,9 @@ from drvtma.cli.main import main
 from drvtma.fuzz.standard import kernel_campaign
 from drvtma.runtime.figures import record_figure
 from drvtma.runtime.sass import instructions
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-import byo_gpu_kernels as G
+from support import byo_gpu_kernels as G
 
 pytestmark = pytest.mark.gpu
 
@@ -108,7 +108,7 @@ def test_cuda_cores_descriptors_decode_to_the_drawn_maps(ctx):
     from drvtma.fuzz.user import MAX_EXTENT_BYTES, strategy
     from drvtma.runtime.driver import DeviceBuffer
     from drvtma.testing import RngChooser
-    from drvtma.tma.decode import decode, same_map
+    from drvtma.tma.tiled.decode import decode, same_map
 
     _cuda_core_maps()
     Device(0).set_current()

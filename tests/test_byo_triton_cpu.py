@@ -7,9 +7,9 @@ import pytest
 
 from drvtma.fuzz.choosers import RecordingChooser, case_seed
 from drvtma.fuzz.triton import DTYPES, ROW_BYTES, TRITON_SPECS, signature_pool
-from drvtma.tma.dtypes import tma_dtype
 from drvtma.fuzz.user import MAX_EXTENT_BYTES
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.dtypes import tma_dtype
+from drvtma.tma.tiled.spec import TensorMapSpec
 from drvtma.tma.triton import TRITON_DTYPES, is_power_of_two, triton_arguments
 
 OPTIONS = {"max_extent_bytes": MAX_EXTENT_BYTES, "ops": ["store"]}

@@ -16,9 +16,10 @@ from drvtma.cluster.bench import ROW_WORDS, expected_checksums
 from drvtma.errors import BarrierTimeout, ClusterError, LaunchError, TimedOutWait
 from drvtma.runtime import compiler, sass
 from drvtma.runtime.cluster_launch import check_cluster_shape
-from drvtma.tma import oracle
-from drvtma.tma.spec import TensorMapSpec
-from struct_layout import compile_layout_check
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import TensorMapSpec
+
+from support.struct_layout import compile_layout_check
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,17 +17,18 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.fuzz.coverage import Coverage
-from drvtma.fuzz.coverage.multicast import MODEL as MULTICAST_COVERAGE
-from drvtma.runtime.figures import record_figure, record_test as record
 from drvtma.cluster import multicast as M
 from drvtma.cluster import probe as P
 from drvtma.errors import ClusterError, CudaError
+from drvtma.fuzz.coverage import Coverage
+from drvtma.fuzz.coverage.multicast import MODEL as MULTICAST_COVERAGE
 from drvtma.runtime import cluster_launch
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing.children import run_child
 from drvtma.testing.multicast import fuzz_batches, min_batches
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -272,9 +273,9 @@ from drvtma.runtime import driver
 from drvtma.runtime.driver import DeviceBuffer
 from drvtma.cluster import multicast as M, probe as P
 from drvtma.errors import CudaError
-from drvtma.tma import oracle
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 job = json.loads(sys.argv[1])
 out = {}
 host = np.random.default_rng(5).integers(0, 256, 1 << 20, dtype=np.uint8)

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.runtime import compiler
-from drvtma.runtime import sass
-from drvtma.errors import ArgumentError, BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
-from drvtma.runtime.kernel import ArgPacker, LaunchConfig
 from drvtma.b08.modes import describe_wait
+from drvtma.errors import ArgumentError, BarrierTimeout, CudaError, LaunchError, NvrtcError, TimedOutWait
+from drvtma.runtime import compiler, sass
+from drvtma.runtime.kernel import ArgPacker, LaunchConfig
 from drvtma.runtime.status import STATUS_DTYPE, STATUS_SLOTS, TIMEOUT_DTYPE, barrier_timeout
-from struct_layout import compile_layout_check
+
+from support.struct_layout import compile_layout_check
 
 CU_FILES = sorted(str(p.relative_to(compiler.cu_dir())) for p in compiler.cu_dir().glob("*/*.cu"))
 
@@ -237,7 +237,7 @@ def test_an_empty_call_of_a_kernel_with_parameters_is_counted_first_time_and_aft
     with pytest.raises(LaunchError, match="takes 2 argument"):
         p.pack(())
 
-    from fake_arrays import DL_FLOAT, FakeDLPack
+    from support.fake_arrays import DL_FLOAT, FakeDLPack
 
     q = ArgPacker("k", [(0, 8)])
     q.pack((FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32),))  # a device array: no fast path after it
@@ -371,7 +371,7 @@ def test_cli_without_gpu_fails_with_one_sentence():
 
 
 def test_packer_takes_a_device_array_as_its_pointer_and_refuses_host_arrays():
-    from fake_arrays import DL_FLOAT, FakeDLPack
+    from support.fake_arrays import DL_FLOAT, FakeDLPack
 
     p = ArgPacker("k", [(0, 8), (8, 4)])
     addr = p.pack((FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32), 3))
@@ -388,7 +388,7 @@ def _pointer_at(p: ArgPacker, address: int, i: int = 0) -> int:
 
 def test_a_device_array_keeps_the_fast_path_and_its_address_is_read_at_every_launch():
     """The same array again takes the fast path, yet its address is read anew (a tensor resized in place moves)."""
-    from fake_arrays import DL_FLOAT, FakeDLPack
+    from support.fake_arrays import DL_FLOAT, FakeDLPack
 
     p = ArgPacker("k", [(0, 8), (8, 4)])
     arr = FakeDLPack(0x7F0000200000, (16,), None, DL_FLOAT, 32)
@@ -403,7 +403,7 @@ class FakeTensor:
     """A torch-like tensor: data_ptr(), is_cuda and a DLPack export (its view is built on first sight only)."""
 
     def __init__(self, address: int, is_cuda: bool = True):
-        from fake_arrays import DL_FLOAT, FakeDLPack
+        from support.fake_arrays import DL_FLOAT, FakeDLPack
 
         self.exporter = FakeDLPack(address, (16,), None, DL_FLOAT, 32)
         self.address, self.is_cuda, self.views = address, is_cuda, 0
@@ -440,7 +440,8 @@ def test_an_array_type_is_checked_through_a_view_once_per_position():
 
 def test_an_interface_array_is_read_through_its_interface_after_the_first_check(monkeypatch):
     from drvtma.runtime import args as kernel  # the packer's address readers live in runtime.args
-    from fake_arrays import FakeCAI
+
+    from support.fake_arrays import FakeCAI
 
     checked = []
     monkeypatch.setattr(kernel, "_array_address", lambda name, i, arr: checked.append(arr) or 0)

@@ -6,8 +6,8 @@ import pytest
 from drvtma import BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer, load_module
 from drvtma.errors import ClusterError
 from drvtma.runtime.driver import call, cu
-from drvtma.tma.spec import TensorMapSpec
-from drvtma.tma.encode import encode_tiled
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 

@@ -17,10 +17,10 @@ from drvtma.fuzz.coverage import tiled as tiled_model
 from drvtma.fuzz.coverage.im2col import load_classes
 from drvtma.fuzz.standard import KERNEL_CAMPAIGNS, STANDARD_CAMPAIGNS
 from drvtma.fuzz.targets import BUILTIN_TARGETS, get_target
-from drvtma.tma import oracle
-from drvtma.tma.im2col_spec import Im2colSpec
-from drvtma.tma.rules import RULES, validate_all
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.rules import RULES, validate_all
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 
 def _cases(standard):
@@ -44,8 +44,8 @@ def test_the_standard_campaign_hits_every_class_enough(standard):
 @pytest.mark.parametrize("campaign", [c for c in KERNEL_CAMPAIGNS if c.full],
                          ids=lambda c: f"{c.target}-{c.strategy}")
 def test_the_kernel_campaigns_hit_every_class_of_their_strategy_enough(campaign):
-    """The GPU tests' campaigns of a kernel of your own (tests/byo_gpu_kernels.py): the cases they draw reach every
-    class the strategy can express 20 times, and none it cannot (Triton's element strides, cuda.core's long
+    """The GPU tests' campaigns of a kernel of your own (tests/support/byo_gpu_kernels.py): the cases they draw reach
+    every class the strategy can express 20 times, and none it cannot (Triton's element strides, cuda.core's long
     boxes: refused by the strategy's rule)."""
     target = get_target(campaign.target)
     options = campaign.options(target, f"{__file__}:run")

@@ -17,8 +17,8 @@ from drvtma.fuzz.coverage import multicast as cov_multicast
 from drvtma.fuzz.coverage import wgmma as cov_wgmma
 from drvtma.testing.multicast import fuzz_batches, min_batches
 from drvtma.testing.tensormaps import random_spec
-from drvtma.tma import rules as tma_rules
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import rules as tma_rules
+from drvtma.tma.tiled.spec import TensorMapSpec
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import probe as wp
 from drvtma.wgmma import rules as wgmma_rules

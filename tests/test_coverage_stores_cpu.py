@@ -13,7 +13,7 @@ from drvtma.fuzz.stores import REDUCTIONS, STORES, StoreFuzzCase
 from drvtma.fuzz.user import KERNEL_REDUCTIONS, KERNEL_STORES
 from drvtma.tma import stores as S
 from drvtma.tma.dtypes import FLOAT64, TFLOAT32
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 
 def universe(target, spec=None):
@@ -50,7 +50,7 @@ def test_the_universe_follows_the_tables(monkeypatch):
     reductions = universe(REDUCTIONS)
     assert "pair|dtype=float64|op=add" in reductions.classes and "rank=4|dtype=float64" in reductions.classes
     assert "rank=4|op=inc" not in reductions.classes and reductions.refused["rank=4|op=inc"] == "reduce_dtype"
-    monkeypatch.setattr(S, "STORE_DTYPES", tuple(d for d in S.STORE_DTYPES if d != FLOAT64) + (TFLOAT32,))
+    monkeypatch.setattr(S.rules, "STORE_DTYPES", tuple(d for d in S.STORE_DTYPES if d != FLOAT64) + (TFLOAT32,))
     stores = universe(STORES)
     assert "rank=1|dtype=tfloat32" in stores.classes and "pair|dtype=tfloat32|l2=B64" in stores.classes
     assert stores.refused["rank=1|dtype=float64"] == "store_dtype"

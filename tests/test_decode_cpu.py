@@ -20,10 +20,17 @@ from hypothesis import strategies as st
 from drvtma.errors import TensorMapError
 from drvtma.runtime import compiler, sass
 from drvtma.testing import valid_specs
-from drvtma.tma import decode as D
-from drvtma.tma.replace import (FIELDS, Edit, apply_all, apply_to_bytes, apply_to_spec, edits_to,
-                               ptxas_clears_small_tensor_bit)
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.maps.replace import (
+    FIELDS,
+    Edit,
+    apply_all,
+    apply_to_bytes,
+    apply_to_spec,
+    edits_to,
+    ptxas_clears_small_tensor_bit,
+)
+from drvtma.tma.tiled import decode as D
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -231,7 +238,7 @@ def test_the_bytes_the_h200_published_after_each_edit_are_the_models():
 
 
 def test_job_and_edit_words_match_the_kernel():
-    from drvtma.tma.global_maps import JOB_WORDS, ReplaceJob
+    from drvtma.tma.maps.global_maps import JOB_WORDS, ReplaceJob
 
     spec = TensorMapSpec.create("float32", (64, 64), (16, 32), base_address=1 << 20)
     w = ReplaceJob([Edit("box_dim", 8, 1), Edit("global_address", 0x123456789A0)], spec, (-3, 8)).to_words()

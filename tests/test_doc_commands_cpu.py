@@ -24,8 +24,8 @@ SPEC = {"dtype": "float16", "shape": [64, 64], "box": [64, 64]}
 COMMANDS = ("drvtma ", "nvcc ")
 # A command the docs say exits 1 (a reproducer that still fails), by its start
 EXIT_1 = ("drvtma repro ",)
-# A kernel of your own, as docs/testing-your-kernel.md names it: the NumPy kernels of tests/byo_kernels.py
-USER_KERNELS = "from byo_kernels import load_images as run, store\n"
+# A kernel of your own, as docs/testing-your-kernel.md names it: the NumPy kernels of tests/support/byo_kernels.py
+USER_KERNELS = "from support.byo_kernels import load_images as run, store\n"
 
 
 def blocks() -> list[tuple[str, list[tuple[str, list[str]]]]]:
@@ -77,7 +77,7 @@ def folder(tmp_path_factory):
     (d / "path" / "to" / "file.py").write_text(USER_KERNELS)
     (d / "train.py").write_text("print('training')\n")
     # a reproducer of a kernel with a bug (docs: `drvtma repro DIR/repro-...json`)
-    (d / "path" / "to" / "buggy.py").write_text("from byo_kernels import off_by_one as run\n")
+    (d / "path" / "to" / "buggy.py").write_text("from support.byo_kernels import off_by_one as run\n")
     done = _drvtma(d, "fuzz", "loads", "--kernel", "path/to/buggy.py:run", "--examples", "40", "--seed", "5",
                    "--no-db", "--quiet", "--max-shrinks", "1", "--out", "DIR")
     assert done.returncode == 1 and list((d / "DIR").glob("repro-*.json")), done.stderr[-2000:]

@@ -112,9 +112,9 @@ def test_the_public_entry_points_document_parameters_returns_and_raises():
     from drvtma.gemm.conv import Conv2d
     from drvtma.gemm.launch import Gemm
     from drvtma.runtime.module import Kernel, load_module
-    from drvtma.tma.encode import encode_tiled
-    from drvtma.tma.im2col_encode import encode_im2col
-    from drvtma.tma.probe import check_loads
+    from drvtma.tma.im2col.encode import encode_im2col
+    from drvtma.tma.tiled.encode import encode_tiled
+    from drvtma.tma.tiled.probe import check_loads
 
     for obj in (encode_tiled, encode_im2col, load_module, Kernel.launch, check_loads, run_campaign, fuzz_kernel,
                 Conv2d, Gemm):

@@ -4,10 +4,10 @@ the strategies build it is exactly as strict), and its memo survives re-encodes.
 import numpy as np
 import pytest
 
-from drvtma.tma.encode import _geometry_holds
-from drvtma.tma.rules import RULES, validate_all
-from drvtma.tma.spec import ALL_RULES, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec
 from drvtma.testing import RngChooser, build_any_spec, build_invalid_spec, build_valid_spec
+from drvtma.tma.tiled.encode import _geometry_holds
+from drvtma.tma.tiled.rules import RULES, validate_all
+from drvtma.tma.tiled.spec import ALL_RULES, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec
 
 
 def _geometry_errors(spec, limit):
@@ -100,8 +100,8 @@ def test_an_encoded_spec_pickles_and_copies_without_its_memo():
     import copy
     import pickle
 
-    from drvtma.tma.encode import _geometry
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.encode import _geometry
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     spec = TensorMapSpec.create("float32", (64, 256), (8, 32), base_address=1 << 20)
     _geometry(spec, 232448)

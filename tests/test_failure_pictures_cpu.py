@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_fuzz_cpu import swap_two_bytes
 
 from drvtma.cli.main import main
 from drvtma.errors import ArgumentError
@@ -20,9 +21,8 @@ from drvtma.fuzz import loads as fuzz_loads
 from drvtma.show.scene import WRONG
 from drvtma.testing import check_images
 from drvtma.testing.children import child_env
-from drvtma.tma import oracle
-from drvtma.tma.spec import TensorMapSpec
-from test_fuzz_cpu import swap_two_bytes
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -77,8 +77,8 @@ def test_a_failing_fuzz_case_leaves_its_picture_beside_the_reproducer(monkeypatc
 
 PLUGIN_TEST = '''
 import numpy as np
-from drvtma.tma import oracle
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 def test_my_loads(tma_check):
     spec = TensorMapSpec.create("bfloat16", (64, 64), (16, 64), swizzle=3).replace(base_address=1 << 20)

@@ -15,19 +15,28 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import InMemoryExampleDatabase
 
-from drvtma.testing.children import child_env
 from drvtma.cli.main import main
+from drvtma.errors import TensorMapError
 from drvtma.fuzz import loads as fuzz_loads
 from drvtma.fuzz.campaign import build_case, merge_results, run_campaign
 from drvtma.fuzz.choosers import ChooserGenerator, RecordingChooser, case_seed
 from drvtma.fuzz.shard import parse_devices, run_sharded
 from drvtma.fuzz.shrink import case_strategy, database_key, open_database
-from drvtma.fuzz.targets import (BUILTIN_TARGETS, Outcome, Session, Target, get_target, register, spec_labels,
-                                 target_names)
+from drvtma.fuzz.targets import (
+    BUILTIN_TARGETS,
+    Outcome,
+    Session,
+    Target,
+    get_target,
+    register,
+    spec_labels,
+    target_names,
+)
 from drvtma.testing import load_cases
-from drvtma.tma import oracle
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.testing.children import child_env
 from drvtma.tma.stores import check_case, random_store_case
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 LOADS = fuzz_loads.LOADS
@@ -239,7 +248,7 @@ def test_spec_file_fuzzes_the_users_map(tmp_path, capsys):
     js = json.loads((tmp_path / "loads-report.json").read_text())
     assert js["options"]["spec"]["shape"] == [40, 200]
     assert [row["value"] for row in js["by"] if row["label"] == "dtype"] == ["float16"]
-    with pytest.raises(Exception):
+    with pytest.raises(TensorMapError, match="stride_alignment"):
         LOADS.configure(TensorMapSpec.create("float32", (4, 250), (2, 32), strides_bytes=(1000, 4)))
 
 
@@ -395,13 +404,14 @@ def test_plugin_fixtures_skip_with_the_drivers_message_without_a_gpu(tmp_path):
 
 
 def test_the_guide_shows_the_example_tests_line_for_line():
-    """docs/testing-your-kernel.md quotes tests/user_kernel.py and tests/test_user_kernel_*.py: keep them one."""
+    """docs/testing-your-kernel.md quotes tests/support/user_kernel.py and tests/test_user_kernel_*.py (and the other
+    files below): keep them one."""
     guide = (ROOT / "docs" / "testing-your-kernel.md").read_text()
     sources = "\n".join((ROOT / "tests" / name).read_text()
-                        for name in ("user_kernel.py", "test_user_kernel_cpu.py", "test_user_kernel_gpu.py",
-                                     "byo_kernels.py", "test_byo_fuzz_cpu.py", "test_byo_cpu.py", "test_byo_gpu.py",
-                                     "data/byo/row_copy.cu", "data/byo/nvcc_tile_copy.cu",
-                                     "byo_image_store.cu", "byo_gpu_kernels.py"))
+                        for name in ("support/user_kernel.py", "test_user_kernel_cpu.py", "test_user_kernel_gpu.py",
+                                     "support/byo_kernels.py", "test_byo_fuzz_cpu.py", "test_byo_cpu.py",
+                                     "test_byo_gpu.py", "data/byo/row_copy.cu", "data/byo/nvcc_tile_copy.cu",
+                                     "support/byo_image_store.cu", "support/byo_gpu_kernels.py"))
     blocks = re.findall(r"```(cuda|python)\n(.*?)```", guide, flags=re.S)
     assert len(blocks) >= 6
     for _, code in blocks:
@@ -409,7 +419,7 @@ def test_the_guide_shows_the_example_tests_line_for_line():
 
 
 def test_user_specs_drive_the_store_and_encode_builders():
-    from drvtma.tma.rules import validate_all
+    from drvtma.tma.tiled.rules import validate_all
 
     spec = TensorMapSpec.create("float32", (30, 72), (8, 32), strides_bytes=(320, 4), swizzle="128B")
     for name in ("stores", "reductions"):

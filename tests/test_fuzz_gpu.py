@@ -14,12 +14,12 @@ import os
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
 from drvtma.cli.main import main
 from drvtma.fuzz import loads as fuzz_loads
 from drvtma.fuzz.campaign import bound_by, run_campaign
 from drvtma.fuzz.shard import run_sharded
 from drvtma.fuzz.targets import get_target
+from drvtma.runtime.figures import record_test as record
 
 pytestmark = pytest.mark.gpu
 

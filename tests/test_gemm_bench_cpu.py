@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from drvtma.errors import GemmError
 from drvtma.gemm import bench, claims
 from drvtma.gemm.claims import CLAIMS
-from drvtma.errors import GemmError
 from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.reference import reference_gemm, value_dtype
 
@@ -188,7 +188,7 @@ def test_claim_sweep_covers_every_claim(fake_gpu):
     for p in result.points:
         by_claim.setdefault(p.claim, []).append(p)
     assert set(by_claim) == set(CLAIMS)
-    for claim, (field, values, _) in CLAIMS.items():
+    for claim, (_, values, _) in CLAIMS.items():
         assert [p.value for p in by_claim[claim]] == list(values)
     assert not [p for p in result.points if p.note]  # every value builds, 2-CTA multicast included
     timed = result.points
@@ -280,9 +280,9 @@ def test_ring_profile_reads_clock_issue_rate_stalls_and_tail():
 
 @pytest.mark.slow
 def test_profile_build_compiles_with_its_counters_and_the_plain_one_without():
-    from drvtma.runtime.compiler import compile_cubin
-    from drvtma.runtime import sass
     from drvtma.gemm.config import KERNEL_SOURCE
+    from drvtma.runtime import sass
+    from drvtma.runtime.compiler import compile_cubin
 
     for cfg in (GemmConfig(), GemmConfig(cluster_m=2)):
         plain = sass.instructions(compile_cubin(KERNEL_SOURCE, defines=cfg.defines()), "gemm_ws")

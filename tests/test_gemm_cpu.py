@@ -14,12 +14,11 @@ from drvtma.errors import GemmError
 from drvtma.gemm import model
 from drvtma.gemm.claims import CLAIMS, claim_configs
 from drvtma.gemm.config import GemmConfig
-from drvtma.gemm.launch import (KernelResources, check_register_split, compile_gemm, kernel_resources,
-                                map_specs)
+from drvtma.gemm.launch import KernelResources, check_register_split, compile_gemm, kernel_resources, map_specs
 from drvtma.gemm.reference import exact_operands, reference_gemm, value_dtype
 from drvtma.runtime import sass
-from drvtma.tma import oracle as tma_oracle
-from drvtma.tma.spec import Swizzle, TensorMapSpec
+from drvtma.tma.tiled import oracle as tma_oracle
+from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 
 # Every configuration the GPU tests and the claim sweep will run: the main shape per dtype and output, then one
 # change of each claim parameter at a time.
@@ -325,7 +324,7 @@ def test_l2_promotion_reaches_the_a_and_b_maps_only():
     """l2_promotion widens the loads' memory requests: the A and B maps (and the convolution's im2col A map) carry
     it; C, a store map, keeps none; the label names it when it is not the default."""
     from drvtma.gemm.conv import ConvShape
-    from drvtma.tma.spec import L2Promotion
+    from drvtma.tma.tiled.spec import L2Promotion
 
     cfg = GemmConfig(l2_promotion="256B")
     a, b, c = map_specs(cfg, 1024, 1024, 512, 1 << 20, 1 << 30, 1 << 34)
@@ -401,7 +400,7 @@ def test_consumer_tiles_that_are_not_a_plain_offset_are_a_gemm_error(monkeypatch
 def test_the_launch_sizes_are_computed_once_per_configuration(monkeypatch):
     """Every launch reads smem_bytes; built from validated box specs each time it cost 70 us of host time a launch,
     past the stream hold that keeps the host out of the timed interval. A configuration is frozen: once."""
-    from drvtma.tma.spec import TensorMapSpec
+    from drvtma.tma.tiled.spec import TensorMapSpec
 
     cfg = GemmConfig(dtype="float8_e4m3fn", bn=128, stages=5)
     first = (cfg.smem_bytes, cfg.stage_bytes, cfg.tx_bytes, cfg.a_bytes)

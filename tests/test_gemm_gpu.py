@@ -27,7 +27,7 @@ from drvtma.gemm.launch import Gemm
 from drvtma.gemm.reference import exact_operands, random_operands, reference_gemm, value_dtype
 from drvtma.runtime.figures import record_test as record
 
-from edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS, GEMM_SCRIPT, given_up_waits, run_edge_child
+from support.edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS, GEMM_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma", "setmaxnreg")]
 

@@ -17,8 +17,8 @@ from drvtma.gemm import explain
 from drvtma.gemm.config import GemmConfig
 from drvtma.gemm.conv import ConvShape
 from drvtma.gemm.rules import CONV_RULES, GATES, GEMM_RULES, PROBLEM_RULES, rule_names
-from drvtma.tma.rules import RULES
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.rules import RULES
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 # One configuration per rule that breaks it and nothing else.
 BREAKS_ALONE = {
@@ -151,7 +151,7 @@ def test_a_broken_rule_that_is_no_gate_lets_the_rest_be_checked():
 
 
 def test_rule_outcomes_walk_the_tensor_map_table_as_broken_rules_does():
-    """The same walk on tma.rules.RULES, whose first rule stops the rest (rank) and whose later ones skip after
+    """The same walk on tma.tiled.rules.RULES, whose first rule stops the rest (rank) and whose later ones skip after
     others (after=)."""
     specs = [TensorMapSpec.create("float32", (4, 250), (2, 32), strides_bytes=(1000, 4)),
              TensorMapSpec.create("float32", (64, 64), (300, 64), swizzle=1),

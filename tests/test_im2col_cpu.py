@@ -15,12 +15,12 @@ from drvtma.cli.main import main
 from drvtma.errors import TensorMapError
 from drvtma.fuzz.campaign import run_campaign
 from drvtma.fuzz.targets import get_target
-from drvtma.tma import im2col_oracle as oracle
-from drvtma.tma.im2col_rules import IM2COL_ALL_RULES, IM2COL_RULES, validate_im2col
-from drvtma.tma.im2col_spec import Im2colSpec, conv_corners
-from drvtma.tma.oracle import swizzle_addresses
 from drvtma.testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
 from drvtma.testing.strategies import DrawChooser, RngChooser
+from drvtma.tma.im2col import oracle as oracle
+from drvtma.tma.im2col.rules import IM2COL_ALL_RULES, IM2COL_RULES, validate_im2col
+from drvtma.tma.im2col.spec import Im2colSpec, conv_corners
+from drvtma.tma.tiled.oracle import swizzle_addresses
 
 POISON = 0xA5A5A5A5
 
@@ -273,8 +273,8 @@ def test_the_oracle_reproduces_im2col_loads_recorded_on_a_gpu():
     import json
     from pathlib import Path
 
-    from drvtma.tma import im2col_oracle as oracle
-    from drvtma.tma.im2col_spec import Im2colSpec
+    from drvtma.tma.im2col import oracle as oracle
+    from drvtma.tma.im2col.spec import Im2colSpec
 
     data = json.loads(gzip.decompress((Path(__file__).parent / "data" / "im2col_walk_h100.json.gz").read_bytes()))
     pool = np.random.default_rng(data["seed"]).integers(0, 256, 16 << 20, dtype=np.uint8)

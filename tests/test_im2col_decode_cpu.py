@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from drvtma.errors import TensorMapError
-from drvtma.tma import decode as D
-from drvtma.tma import im2col_decode as I
-from drvtma.tma.findings import explain
-from drvtma.tma.im2col_spec import CORNER_RANGE, Im2colParams, Im2colSpec
-from drvtma.tma.replace import FIELDS, Edit, apply_to_bytes, apply_to_spec
+from drvtma.tma.im2col import decode as I
+from drvtma.tma.im2col.spec import CORNER_RANGE, Im2colParams, Im2colSpec
+from drvtma.tma.maps.findings import explain
+from drvtma.tma.maps.replace import FIELDS, Edit, apply_to_bytes, apply_to_spec
+from drvtma.tma.tiled import decode as D
 
 DATA = Path(__file__).resolve().parent / "data"
 

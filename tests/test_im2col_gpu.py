@@ -15,14 +15,15 @@ from drvtma.fuzz.campaign import run_campaign
 from drvtma.fuzz.coverage import MIN_HITS
 from drvtma.fuzz.standard import standard
 from drvtma.fuzz.targets import get_target
-from drvtma.runtime.figures import record_figure, record_test as record
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing.children import run_child
 from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
 from drvtma.testing.strategies import RngChooser
-from drvtma.tma import im2col_oracle as oracle
-from drvtma.tma.im2col_encode import encode_im2col
-from drvtma.tma.im2col_probe import Im2colProbe, check_im2col_loads
-from drvtma.tma.im2col_spec import Im2colSpec
+from drvtma.tma.im2col import oracle as oracle
+from drvtma.tma.im2col.encode import encode_im2col
+from drvtma.tma.im2col.probe import Im2colProbe, check_im2col_loads
+from drvtma.tma.im2col.spec import Im2colSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -71,7 +72,7 @@ def test_corner_arrays_go_to_the_driver_w_first(ctx, probe, shape, lower, upper)
         flipped = spec.replace(lower_corner=lower[::-1], upper_corner=upper[::-1])
         host, buf = _device_bytes(spec.extent_bytes, 0)
         with buf:
-            from drvtma.tma.im2col_encode import encode_im2col
+            from drvtma.tma.im2col.encode import encode_im2col
 
             got = probe.run(encode_im2col(spec, buf), coords, offsets, checked=False)
             try:
@@ -88,10 +89,10 @@ BASE_OUTSIDE_CHILD = r"""
 import json, sys
 import numpy as np
 from drvtma.runtime import driver
-from drvtma.tma.im2col_spec import Im2colSpec
-from drvtma.tma.im2col_encode import encode_im2col
-from drvtma.tma.im2col_probe import Im2colProbe
-from drvtma.tma import im2col_oracle as oracle
+from drvtma.tma.im2col.spec import Im2colSpec
+from drvtma.tma.im2col.encode import encode_im2col
+from drvtma.tma.im2col.probe import Im2colProbe
+from drvtma.tma.im2col import oracle as oracle
 driver.context()
 spec = Im2colSpec.create("float16", (2, 6, 6, 16), (-1, -1), (-1, -1), 16, 8)  # box H, W in [-1, 4]
 host = np.random.default_rng(1).integers(0, 256, spec.extent_bytes, dtype=np.uint8)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 import drvtma
-import layering
+
+from support import layering
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(drvtma.__file__).resolve().parent
@@ -47,6 +48,12 @@ def test_rooms_import_only_what_the_contract_allows():
     assert layers["settings"] <= {"errors"} and layers["compat"] <= {"errors"}, "settings and compat import no room"
     found = layering.violations(PACKAGE, layers)
     assert not found, "\n".join(map(str, found))
+    # Inside tma, a mode room imports only those below it in the tma-rooms block; every mode room is in it.
+    order = layering.read_layers(ROOT / "docs" / "CONTRACT.md", "tma-rooms")
+    rooms = {p.parent.name for p in (PACKAGE / "tma").glob("*/__init__.py")}
+    assert rooms == set(order), f"tma's sub-rooms {sorted(rooms)}, the tma-rooms block {sorted(order)}"
+    found_inside = layering.sub_room_violations(PACKAGE, "tma", order)
+    assert not found_inside, "\n".join(found_inside)
 
 
 def test_checker_finds_an_import_loop_a_function_hides(tmp_path):
@@ -73,11 +80,21 @@ def test_checker_finds_an_import_loop_a_function_hides(tmp_path):
 
 
 def test_no_import_loops():
-    """No module of drvtma reaches itself through imports, function-level ones included (CONTRACT.md, Layers)."""
+    """No module of drvtma reaches itself through imports, function-level ones included (CONTRACT.md, Layers); nor
+    does a package: each module of tma imported first, before any other drvtma module (as a user's first import
+    would be), loads without meeting its package half-initialised."""
     graph = layering.module_graph(PACKAGE)
     assert len(graph.modules) > 100 and sum(map(len, graph.edges.values())) > 300
     found = layering.cycles(graph)
     assert not found, "import loops:\n" + "\n".join(map(str, found))
+    names = sorted(name for name in graph.modules if name.startswith("drvtma.tma"))
+    code = ("import importlib, sys\nfor name in sys.argv[1:]:\n"
+            "    for m in [m for m in sys.modules if m == 'drvtma' or m.startswith('drvtma.')]:\n"
+            "        del sys.modules[m]\n"
+            "    importlib.import_module(name)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert len(names) > 30 and proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_contract_names_every_module():
@@ -86,12 +103,15 @@ def test_contract_names_every_module():
 
 
 def test_every_room_is_in_the_contract_and_packaged():
+    """Every room is in the layers, and every package (sub-rooms such as tma.tiled too) in pyproject's packages:
+    setuptools ships only the packages listed there."""
     layers = layering.read_layers(ROOT / "docs" / "CONTRACT.md")
     rooms = {p.parent.name for p in PACKAGE.glob("*/__init__.py") if p.parent.name != "cu"}
     assert rooms <= set(layers), f"rooms missing from CONTRACT.md's layers: {rooms - set(layers)}"
     packages = (ROOT / "pyproject.toml").read_text()
-    for room in rooms:
-        assert f'"drvtma.{room}"' in packages, f"drvtma.{room} is not listed in pyproject.toml's packages"
+    for init in PACKAGE.rglob("__init__.py"):
+        name = ".".join(("drvtma", *init.parent.relative_to(PACKAGE).parts))
+        assert f'"{name}"' in packages, f"{name} is not listed in pyproject.toml's packages"
 
 
 @pytest.mark.parametrize("path", sorted(str(p.relative_to(ROOT)) for p in (ROOT / "drvtma").rglob("*.py")))
@@ -102,8 +122,19 @@ def test_no_module_above_450_lines(path):
 
 def test_public_api_of_the_top_level():
     """What users import from `drvtma` directly, as the README does, keeps working after the move into rooms."""
-    from drvtma import (BarrierTimeout, CudaError, DeviceBuffer, LaunchError, Module, StatusBuffer,  # noqa: F401
-                        TensorMap, TensorMapError, TensorMapSpec, encode_tiled, load_module)
+    from drvtma import (  # noqa: F401
+        BarrierTimeout,
+        CudaError,
+        DeviceBuffer,
+        LaunchError,
+        Module,
+        StatusBuffer,
+        TensorMap,
+        TensorMapError,
+        TensorMapSpec,
+        encode_tiled,
+        load_module,
+    )
 
     assert set(drvtma.__all__) <= set(dir(drvtma))
 

@@ -11,16 +11,24 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drvtma.runtime import compiler
-from drvtma.runtime import sass
-from drvtma.cli.bench import config_from_args, floors_parser
-from drvtma.errors import DrvtmaError, LaunchError
 from drvtma.b08.floors import FloorRow, FloorsResult, check_probe_sums, ring_label
 from drvtma.b08.modes import FAULTS_BY_MODE, MODES, ModeConfig, check_alignment, check_problem_size, tiles_x_for
 from drvtma.b08.sweep import preset
-from drvtma.b08.verify import (SUMS_POISON, ChecksumMismatch, Reference, TileInput, burn_fma, check_same_total,
-                               check_tile_sums, fma_f32, make_input, reference_sums)
-
+from drvtma.b08.verify import (
+    SUMS_POISON,
+    ChecksumMismatch,
+    Reference,
+    TileInput,
+    burn_fma,
+    check_same_total,
+    check_tile_sums,
+    fma_f32,
+    make_input,
+    reference_sums,
+)
+from drvtma.cli.bench import config_from_args, floors_parser
+from drvtma.errors import DrvtmaError, LaunchError
+from drvtma.runtime import compiler, sass
 
 # ------------------------------------------------------------------------------------------ kernels and SASS
 

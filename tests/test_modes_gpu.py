@@ -10,11 +10,11 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from drvtma.b08 import ring
-from drvtma.errors import BarrierTimeout, LaunchError
 from drvtma.b08.modes import ALL_MODES, BARRIER_NAMES, RING_MODEL_FAULT, B08Runner, ModeConfig, predicted_timeouts
-from drvtma.runtime.status import STATUS_SLOTS
 from drvtma.b08.sweep import SweepConfig, csv_columns, csv_text, run_sweep
 from drvtma.b08.verify import ChecksumMismatch, Reference, TileInput, check_same_total, make_input
+from drvtma.errors import BarrierTimeout, LaunchError
+from drvtma.runtime.status import STATUS_SLOTS
 
 pytestmark = pytest.mark.gpu
 

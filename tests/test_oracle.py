@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drvtma.tma import oracle
-from drvtma.tma.dtypes import FLOAT32, FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import TensorMapError
-from drvtma.tma.spec import OobFill, Swizzle, TensorMapSpec
 from drvtma.testing import DrawChooser, build_coordinates, build_misaligned_coordinates, load_cases
+from drvtma.tma.dtypes import FLOAT32, FLOAT_DTYPES, TF32_DTYPES
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import OobFill, Swizzle, TensorMapSpec
 
 POISON = 0xDEADBEEF
 MAX_EXTENT = 1 << 16

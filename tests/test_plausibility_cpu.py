@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.tma.decode import DERIVED_BOX_BYTES, GLOBAL_DIM, encode_bytes, put
-from drvtma.tma.findings import plausibility
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.maps.findings import plausibility
+from drvtma.tma.tiled.decode import DERIVED_BOX_BYTES, GLOBAL_DIM, encode_bytes, put
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 DATA = Path(__file__).parent / "data"
 

@@ -11,10 +11,10 @@ from drvtma.runtime import capabilities
 from drvtma.runtime.driver import DeviceBuffer, call, cu, device_capabilities, synchronize
 from drvtma.runtime.figures import record_test as record
 from drvtma.runtime.kernel import Module, build_target
-from drvtma.tma import oracle
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.probe import POISON, LoadProbe
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.probe import POISON, LoadProbe
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 

@@ -18,16 +18,22 @@ import numpy as np
 import pytest
 
 from drvtma import settings
-from drvtma.runtime.figures import record_test as record
-from drvtma.tma import oracle
-from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
 from drvtma.errors import CudaError, TensorMapError
-from drvtma.tma.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
-from drvtma.tma.rules import driver_box_bytes, driver_should_accept, validate_all
-from drvtma.tma.encode import encode_tiled, encode_unchecked
+from drvtma.runtime.figures import record_test as record
+from drvtma.testing import (
+    ADDRESS_BASE,
+    RngChooser,
+    build_any_spec,
+    build_coordinates,
+    build_valid_spec,
+    special_float_bits,
+)
 from drvtma.testing.children import run_child
-from drvtma.testing import (ADDRESS_BASE, RngChooser, build_any_spec, build_coordinates, build_valid_spec,
-                            special_float_bits)
+from drvtma.tma.dtypes import FLOAT_DTYPES, TF32_DTYPES
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
+from drvtma.tma.tiled.rules import driver_box_bytes, driver_should_accept, validate_all
+from drvtma.tma.tiled.spec import DRIVER_BOX_BYTES_LIMIT, SMEM_PER_BLOCK_OPTIN_SM90, TensorMapSpec, TmaParams
 
 pytestmark = pytest.mark.gpu
 
@@ -41,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def probe(ctx):
-    from drvtma.tma.probe import LoadProbe
+    from drvtma.tma.tiled.probe import LoadProbe
 
     with LoadProbe() as p:
         yield p
@@ -202,7 +208,7 @@ def _load_case(ch, buf):
 
 @pytest.mark.timing  # records boxes per second
 def test_loads_match_the_oracle_bit_for_bit(pool, probe):
-    from drvtma.tma.probe import check_loads
+    from drvtma.tma.tiled.probe import check_loads
 
     buf, host = pool
     ch = RngChooser(np.random.default_rng(SEED + 1))
@@ -231,7 +237,7 @@ def test_loads_match_the_oracle_bit_for_bit(pool, probe):
 def test_float_types_load_random_bits_and_nan_fill_as_modelled(pool, probe, dtype):
     """The fill and the in-bounds bits for every float type: copied, except tf32 which rounds (oracle)."""
     from drvtma.runtime.driver import DeviceBuffer
-    from drvtma.tma.probe import check_loads
+    from drvtma.tma.tiled.probe import check_loads
 
     spec = TensorMapSpec.create(dtype, (6, 32), (8, 32), oob_fill="nan")
     # Random bits (among them NaN and infinity patterns by chance) and the smallest denormal: FTZ or TF32
@@ -280,7 +286,7 @@ def test_float_loads_of_special_values_are_bit_exact(probe, dtype):
 
 def test_swizzled_load_from_a_16_byte_aligned_global_address(pool, probe):
     """The Programming Guide asks 128 B for swizzled maps; the driver takes 16 B. What does the load do?"""
-    from drvtma.tma.probe import check_loads
+    from drvtma.tma.tiled.probe import check_loads
 
     buf, host = pool
     spec = TensorMapSpec.create("float16", (40, 200), (16, 64), swizzle="128B")
@@ -326,8 +332,8 @@ _FAULT_SCRIPT = textwrap.dedent("""
     from drvtma import StatusBuffer, load_module
     from drvtma.runtime.driver import DeviceBuffer, synchronize
     from drvtma.errors import CudaError
-    from drvtma.tma.spec import TensorMapSpec
-    from drvtma.tma.encode import encode_tiled
+    from drvtma.tma.tiled.spec import TensorMapSpec
+    from drvtma.tma.tiled.encode import encode_tiled
     spec = TensorMapSpec.create("float32", (8, 64), (4, 32))
     data = DeviceBuffer(spec.extent_bytes)
     tmap = encode_tiled(spec, data)

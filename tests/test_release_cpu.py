@@ -9,19 +9,27 @@ import gc
 
 import pytest
 
-from drvtma.errors import CudaError
 from drvtma.b08.modes import B08Runner
 from drvtma.cluster.probe import MulticastProbe
+from drvtma.errors import CudaError
 from drvtma.fuzz.targets import Session
 from drvtma.gemm.claims import _Operands
 from drvtma.gemm.cublas import LtGemm, TorchGemm
 from drvtma.gemm.launch import BoundGemm
-from drvtma.runtime.driver import (DeviceBuffer, Event, LibraryHandle, Resource, ScratchBuffers, Stream, close_all,
-                                   released_quietly)
+from drvtma.runtime.driver import (
+    DeviceBuffer,
+    Event,
+    LibraryHandle,
+    Resource,
+    ScratchBuffers,
+    Stream,
+    close_all,
+    released_quietly,
+)
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
-from drvtma.tma.global_maps import GlobalMapRunner, MapSlots
-from drvtma.tma.probe import LoadProbe
+from drvtma.tma.maps.global_maps import GlobalMapRunner, MapSlots
+from drvtma.tma.tiled.probe import LoadProbe
 from drvtma.wgmma.probe import WgmmaProbe
 
 cu = pytest.importorskip("cuda.bindings.driver")

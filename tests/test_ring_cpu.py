@@ -10,12 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drvtma.b08 import ring
-from drvtma.cli.bench import config_from_args, sweep_parser
 from drvtma.b08.modes import FAULTS_BY_MODE, RING_MODEL_FAULT, ModeConfig, predicted_timeouts
 from drvtma.b08.roof import RoofPoint, blocks_by_registers, knees, ring_configs
 from drvtma.b08.sweep import SweepResult, markdown_text, preset
+from drvtma.cli.bench import config_from_args, sweep_parser
 from drvtma.runtime.timing import HEAD_START_NS
-
 
 # ------------------------------------------------------------------------------------------ ring model
 

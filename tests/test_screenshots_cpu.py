@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from drvtma.show.scene import PALETTE, WRONG
-from screenshots import README_PICTURES, ROOT, browser, decode_png, failure_example, screenshot, svg_size
+
+from support.screenshots import README_PICTURES, ROOT, browser, decode_png, failure_example, screenshot, svg_size
 
 # Chromium starts and renders for each picture (seconds each): `-m slow`, with the rest of the heavy tests.
 pytestmark = pytest.mark.slow
@@ -31,7 +32,8 @@ def near(pixels: np.ndarray, colour: str, tolerance: int = 10) -> np.ndarray:
 
 
 def test_the_failure_picture_is_current():
-    assert (PICTURES / "load-failure.svg").read_text() == failure_example(), "redraw it: python tests/screenshots.py"
+    redraw = "redraw it: python tests/support/screenshots.py"
+    assert (PICTURES / "load-failure.svg").read_text() == failure_example(), redraw
 
 
 def test_png_decoder_reads_every_filter():
@@ -66,7 +68,7 @@ def test_readme_shows_the_renders(name):
     assert f"](docs/pictures/{name}.png)" in (ROOT / "README.md").read_text()
     assert png.stat().st_size < MAX_PNG_BYTES
     h, w = decode_png(png.read_bytes()).shape[:2]
-    assert (w, h) == svg_size((PICTURES / f"{name}.svg").read_text()), "re-render: python tests/screenshots.py"
+    assert (w, h) == svg_size((PICTURES / f"{name}.svg").read_text()), "re-render: python tests/support/screenshots.py"
 
 
 @pytest.mark.parametrize("name", README_PICTURES)

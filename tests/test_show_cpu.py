@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from drvtma.errors import ArgumentError
 from drvtma.show import PATTERNS, bank_report, build, draw_image, expand_label, overlay, svg_text, wavefronts
 from drvtma.show.banks import requests
-from drvtma.tma import oracle
-from drvtma.tma.spec import SM90_SWIZZLES, OobFill, Swizzle, TensorMapSpec
 from drvtma.testing import load_cases
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.spec import SM90_SWIZZLES, OobFill, Swizzle, TensorMapSpec
 from drvtma.wgmma.descriptor import WgmmaSwizzle
 from drvtma.wgmma.layout import descriptor_for, spec_for_tile
 from drvtma.wgmma.oracle import element_addresses, gather
@@ -290,7 +290,7 @@ PICTURES = {
     "wgmma-B-wrong-swizzle.svg": (*MAP, "--wgmma", "B", "--descriptor", WRONG_SWIZZLE, "--banks", "none"),
     "f32-64B-edge-fill.svg": ("--dtype", "f32", "--shape", "20,20", "--box", "8,8", "--swizzle", "64B",
                               "--at", "16,16", "--oob-fill", "nan", "--cells", "element", "--banks", "none"),
-    # the README's (small enough to show as PNG renders, tests/screenshots.py)
+    # the README's (small enough to show as PNG renders, tests/support/screenshots.py)
     "bf16-16x64-128B-base512.svg": ("--dtype", "bf16", "--shape", "64,64", "--box", "16,64", "--swizzle", "128B",
                                     "--base-offset", "512", "--banks", "ldmatrix,column"),
     "wgmma-B16-wrong-swizzle.svg": ("--dtype", "bf16", "--shape", "64,64", "--box", "16,64", "--swizzle", "128B",

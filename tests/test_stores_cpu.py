@@ -5,7 +5,6 @@ import itertools
 import math
 import warnings
 from fractions import Fraction
-
 from unittest import mock
 
 import numpy as np
@@ -13,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drvtma.runtime import compiler
-from drvtma.runtime import sass
-from drvtma.tma import store_probe as P
+from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.runtime import compiler, sass
 from drvtma.tma import stores as S
 from drvtma.tma.dtypes import ALL_DTYPES, BFLOAT16, FLOAT16, FLOAT32, INT32, INT64, UINT32, UINT64
-from drvtma.errors import TensorMapError
-from drvtma.tma.spec import TensorMapSpec
-from struct_layout import compile_layout_check
+from drvtma.tma.stores import probe as P
+from drvtma.tma.tiled.spec import TensorMapSpec
+
+from support.struct_layout import compile_layout_check
 
 seeds = st.integers(0, 2**32 - 1)
 store_dtypes = st.sampled_from(S.STORE_DTYPES)
@@ -319,7 +318,7 @@ def test_inner_coordinate_must_sit_on_a_16_byte_boundary(dt, c):
 
 def test_straddling_store_map_warns_with_its_own_category():
     spec = TensorMapSpec.create("float32", (4, 5), (4, 8), strides_bytes=(32, 4))
-    with pytest.warns(S.StoreStraddleWarning, match="12 B after it"):
+    with pytest.warns(StoreStraddleWarning, match="12 B after it"):
         S.check_store_spec(spec)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

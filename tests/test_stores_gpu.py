@@ -13,15 +13,15 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from drvtma import settings as drvtma_settings
-from drvtma.runtime.figures import record_test as record
 from drvtma import load_module
-from drvtma.tma import store_probe as P
+from drvtma import settings as drvtma_settings
+from drvtma.errors import StoreStraddleWarning, TensorMapError
+from drvtma.runtime.figures import record_test as record
+from drvtma.testing.children import run_child
 from drvtma.tma import stores as S
 from drvtma.tma.dtypes import tma_dtype
-from drvtma.errors import TensorMapError
-from drvtma.tma.spec import TensorMapSpec
-from drvtma.testing.children import run_child
+from drvtma.tma.stores import probe as P
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = pytest.mark.gpu
 
@@ -81,7 +81,7 @@ def test_store_straddle_writes_the_rest_of_the_16_byte_chunk_and_no_more(probe):
     """fp16 rows of 13 elements (26 B) in 64-byte rows; rank 1 with 13 elements: the straddle lands past the end."""
     rows = S.StoreCase(TensorMapSpec.create("float16", (3, 13), (3, 32), strides_bytes=(64, 2)), (0, 0))
     flat = S.StoreCase(TensorMapSpec.create("float16", (13,), (32,)), (0,))
-    with pytest.warns(S.StoreStraddleWarning):
+    with pytest.warns(StoreStraddleWarning):
         S.check_store_spec(rows.spec)
     result = P.run_store_cases([rows, flat])
     assert_matches_oracle(result)
@@ -202,9 +202,10 @@ def test_bulk_stores_land_exactly(probe):
 CHILD = r"""
 import json, sys
 from drvtma.runtime import driver
-from drvtma.tma import store_probe, stores
+from drvtma.tma import stores
+from drvtma.tma.stores import probe as store_probe
 from drvtma.errors import CudaError
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled.spec import TensorMapSpec
 job = json.loads(sys.argv[1])
 if job.get("force_allow"):  # let the oracle model a pair drvtma refuses, so the launch itself is what is probed
     from drvtma.tma.dtypes import tma_dtype

@@ -11,10 +11,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drvtma.cli.bench import config_from_args, sweep_parser
 from drvtma.b08.modes import ALL_MODES, ModeConfig
-from drvtma.b08.sweep import (ARTICLE_FMA, REFERENCE_H200_MS, SweepConfig, SweepResult, SweepRow, csv_columns,
-                              csv_text, markdown_text, preset, reference_text, table_text, measurements_text)
+from drvtma.b08.sweep import (
+    ARTICLE_FMA,
+    REFERENCE_H200_MS,
+    SweepConfig,
+    SweepResult,
+    SweepRow,
+    csv_columns,
+    csv_text,
+    markdown_text,
+    measurements_text,
+    preset,
+    reference_text,
+    table_text,
+)
+from drvtma.cli.bench import config_from_args, sweep_parser
 from drvtma.runtime.timing import Timing, percentile
 
 ARTICLE_CSV_HEADER = ("fma_iters,sync_ms,bulk1d_ms,tensor2d_ms,pipe2_ms,speedup_bulk1d,speedup_tensor2d,"

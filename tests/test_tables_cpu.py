@@ -36,7 +36,7 @@ def test_the_multicast_bench_table_is_the_text_it_was():
 
 
 def test_the_descriptor_bench_tables_are_the_text_they_were():
-    from drvtma.tma.descriptor_bench import DescriptorBench
+    from drvtma.tma.maps.descriptor_bench import DescriptorBench
 
     bench = DescriptorBench([("by-value", 1.234, 5.678, 0.296, 0.0), ("global", 1.5, 6.0, 0.3, 0.266)],
                             [("reuse one map", 3.14159), ("encode each launch", 9.87654)], 16, 132)

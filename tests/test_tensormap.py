@@ -10,13 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drvtma.tma import dtypes
 from drvtma.errors import TensorMapError
-from drvtma.tma.spec import ALL_RULES, DRIVER_RULES, Interleave, Swizzle, TensorMapSpec, to_tma_order
-from drvtma.tma.rules import driver_box_bytes, driver_should_accept, validate_all
-from drvtma.tma.encode import TensorMap
-from drvtma.testing import (DrawChooser, applicable_rules, break_rule, build_valid_spec, invalid_specs, valid_specs)
-
+from drvtma.testing import DrawChooser, applicable_rules, break_rule, build_valid_spec, invalid_specs, valid_specs
+from drvtma.tma import dtypes
+from drvtma.tma.tiled.encode import TensorMap
+from drvtma.tma.tiled.rules import driver_box_bytes, driver_should_accept, validate_all
+from drvtma.tma.tiled.spec import ALL_RULES, DRIVER_RULES, Interleave, Swizzle, TensorMapSpec, to_tma_order
 
 # ---- dtypes
 
@@ -44,7 +43,8 @@ def test_dtype_lookup(value, name):
 def test_int8_and_int16_are_signed_views_of_the_unsigned_map_types(name, signed, carrier_type):
     """The driver has no signed 8- or 16-bit map type: int8 / int16 are accepted as what they are, a UINT8 / UINT16
     map whose bytes the load copies unchanged, and the spec, its description and the oracle keep the signed values."""
-    from drvtma.tma import decode, oracle, stores
+    from drvtma.tma import stores
+    from drvtma.tma.tiled import decode, oracle
 
     spec = TensorMapSpec.create(name, (64, 128), (16, 64), base_address=1 << 20)
     dt = spec.dtype

@@ -15,19 +15,20 @@ import numpy as np
 import pytest
 
 from drvtma import settings
+from drvtma.errors import TensorMapError
 from drvtma.fuzz.coverage import Coverage
 from drvtma.fuzz.coverage.decode import MODEL as DECODE_COVERAGE
-from drvtma.runtime.figures import record_figure, record_test as record
-from drvtma.errors import TensorMapError
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.testing import RngChooser, build_coordinates, build_valid_spec
 from drvtma.testing.tensormaps import random_spec
-from drvtma.tma import oracle
-from drvtma.tma.decode import decode, encode_bytes, fields, same_map
-from drvtma.tma.encode import encode_tiled, encode_unchecked
-from drvtma.tma.findings import plausibility
-from drvtma.tma.global_maps import POISON
-from drvtma.tma.replace import FIELDS, Edit, apply_all, apply_to_spec
-from drvtma.tma.spec import Interleave, Swizzle, TensorMapSpec
+from drvtma.tma.maps.findings import plausibility
+from drvtma.tma.maps.global_maps import POISON
+from drvtma.tma.maps.replace import FIELDS, Edit, apply_all, apply_to_spec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.decode import decode, encode_bytes, fields, same_map
+from drvtma.tma.tiled.encode import encode_tiled, encode_unchecked
+from drvtma.tma.tiled.spec import Interleave, Swizzle, TensorMapSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]
 
@@ -182,7 +183,7 @@ def test_triton_descriptors_decode(pool):
 def test_global_and_constant_maps_load_like_by_value_maps(pool, runner):
     """Maps in global memory (acquire .sys / .gpu / none, with and without prefetch.tensormap) and in __constant__
     memory load what the oracle says."""
-    from drvtma.tma.global_maps import MapSlots
+    from drvtma.tma.maps.global_maps import MapSlots
 
     buf, host = pool
     ch = RngChooser(np.random.default_rng(SEED + 3))
@@ -210,7 +211,7 @@ def test_global_and_constant_maps_load_like_by_value_maps(pool, runner):
 
 
 def test_map_address_rule():
-    from drvtma.tma.global_maps import check_map_address
+    from drvtma.tma.maps.global_maps import check_map_address
 
     check_map_address(0x7F0000000040)
     with pytest.raises(TensorMapError, match="map_alignment"):
@@ -267,8 +268,8 @@ def test_tensormap_replace_every_field_matches_the_host_model_and_the_oracle(poo
     """For every field: edit a driver-encoded template in shared memory, publish (cp_fenceproxy), acquire, load.
     The published bytes must be the host model's (apply_to_bytes) exactly, decode to the model's spec, and the
     loads must match the oracle (interleaved maps: the loads of the driver's own map of that spec)."""
-    from drvtma.tma.global_maps import ReplaceJob
-    from drvtma.tma.probe import LoadProbe
+    from drvtma.tma.maps.global_maps import ReplaceJob
+    from drvtma.tma.tiled.probe import LoadProbe
 
     buf, host = pool
     ch = RngChooser(np.random.default_rng(SEED + 4))
@@ -323,7 +324,7 @@ def test_tensormap_replace_every_field_matches_the_host_model_and_the_oracle(poo
 
 def _only_derived(diff: int) -> bool:
     """True when the bits differing from the driver's map are only in the derived words (and bit 85)."""
-    from drvtma.tma.decode import DERIVED_BOX_BYTES, DERIVED_SWIZZLE, SMALL_TENSOR_BIT
+    from drvtma.tma.tiled.decode import DERIVED_BOX_BYTES, DERIVED_SWIZZLE, SMALL_TENSOR_BIT
 
     mask = 0
     for off, width in (DERIVED_BOX_BYTES, DERIVED_SWIZZLE, SMALL_TENSOR_BIT):
@@ -334,7 +335,7 @@ def _only_derived(diff: int) -> bool:
 def test_a_map_built_from_zeros_loads_like_the_drivers(pool, runner):
     """Every field set on the device over 128 zero bytes (as Triton does): the derived words stay zero, and the
     loads still match the oracle, so the hardware does not read them."""
-    from drvtma.tma.global_maps import ReplaceJob
+    from drvtma.tma.maps.global_maps import ReplaceJob
 
     buf, host = pool
     ch = RngChooser(np.random.default_rng(SEED + 5))
@@ -369,7 +370,7 @@ def test_a_map_built_from_zeros_loads_like_the_drivers(pool, runner):
 
 
 def _with_derived(raw: bytes, box_bytes: int, marker: int) -> bytes:
-    from drvtma.tma.decode import DERIVED_BOX_BYTES, DERIVED_SWIZZLE, put
+    from drvtma.tma.tiled.decode import DERIVED_BOX_BYTES, DERIVED_SWIZZLE, put
 
     v = int.from_bytes(raw, "little")
     return put(put(v, DERIVED_BOX_BYTES, box_bytes), DERIVED_SWIZZLE, marker).to_bytes(128, "little")
@@ -377,7 +378,7 @@ def _with_derived(raw: bytes, box_bytes: int, marker: int) -> bytes:
 
 def test_tf32_flag_survives_an_elemtype_edit_to_f32(pool, runner):
     """tensormap.replace.elemtype 7 (f32) on a tf32 map leaves the tf32 flag: the loads keep rounding."""
-    from drvtma.tma.global_maps import ReplaceJob
+    from drvtma.tma.maps.global_maps import ReplaceJob
 
     buf, host = pool
     spec = TensorMapSpec.from_buffer(buf, "tfloat32", (64, 64), (16, 32), offset_bytes=1 << 20)
@@ -396,7 +397,7 @@ def test_tf32_flag_survives_an_elemtype_edit_to_f32(pool, runner):
 
 
 def test_out_of_range_edits_are_refused_here_and_truncated_on_the_device(pool, runner):
-    from drvtma.tma.global_maps import ReplaceJob
+    from drvtma.tma.maps.global_maps import ReplaceJob
 
     buf, _ = pool
     spec = TensorMapSpec.from_buffer(buf, "float32", (64, 64), (16, 32))

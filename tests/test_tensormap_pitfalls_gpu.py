@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from drvtma.testing.children import run_child
 from drvtma.runtime.figures import record_test as record
-from drvtma.tma.decode import fields
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.testing.children import run_child
+from drvtma.tma.tiled.decode import fields
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("tensormap_replace")]
 
@@ -32,7 +32,7 @@ def test_rewrites_without_the_acquire_fence(pool, runner):
     """A slot rewritten with a new map: by the host between launches (acquire .sys or not), and by the device
     inside a kernel (acquire .gpu or not, after load 1 completed or while it may be in flight). Fenced cases must
     read the new map; how often the unfenced ones read the old one is recorded."""
-    from drvtma.tma.global_maps import MapSlots
+    from drvtma.tma.maps.global_maps import MapSlots
 
     buf, host = pool
     spec_a = TensorMapSpec.from_buffer(buf, "uint32", (256, 64), (64, 64), offset_bytes=8 << 20)
@@ -79,11 +79,11 @@ import json, sys
 import numpy as np
 job = json.loads(sys.argv[1])
 from drvtma.runtime import driver
-from drvtma.tma import oracle
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.global_maps import POISON, GlobalMapRunner, MapSlots, ReplaceJob
-from drvtma.tma.replace import Edit
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.maps.global_maps import POISON, GlobalMapRunner, MapSlots, ReplaceJob
+from drvtma.tma.maps.replace import Edit
+from drvtma.tma.tiled.spec import TensorMapSpec
 host = np.random.default_rng(5).integers(0, 256, 1 << 20, dtype=np.uint8)
 buf = driver.DeviceBuffer.from_array(host)
 runner = GlobalMapRunner(defines={"DRVTMA_WAIT_TIMEOUT_NS": "200000000ull"})
@@ -129,7 +129,7 @@ def _child(job: dict) -> dict:
 
 def test_map_alignment_in_child_processes(ctx):
     """Every placement drvtma's rule accepts (multiples of 64 B) must load right; what 32 and 16 B do is recorded."""
-    from drvtma.tma.global_maps import MAP_ALIGNMENT
+    from drvtma.tma.maps.global_maps import MAP_ALIGNMENT
 
     seen = {o: _child({"kind": "offset", "offset": o}) for o in (0, 64, 32, 16)}
     record(test="tensormap_global_alignment", **{f"offset_{o}": r["result"] for o, r in seen.items()})

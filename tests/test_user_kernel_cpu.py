@@ -3,7 +3,7 @@
 from drvtma.runtime.compiler import compile_cubin
 from drvtma.runtime.sass import instructions
 
-from user_kernel import TILE_COPY_SOURCE
+from support.user_kernel import TILE_COPY_SOURCE
 
 
 def test_tile_copy_compiles_to_a_2d_tensor_load():

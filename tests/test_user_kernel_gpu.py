@@ -14,11 +14,11 @@ from drvtma.runtime.driver import DeviceBuffer
 from drvtma.runtime.kernel import Module
 from drvtma.runtime.status import StatusBuffer
 from drvtma.testing import DrawChooser, build_coordinates
-from drvtma.tma import oracle
-from drvtma.tma.encode import encode_tiled
-from drvtma.tma.spec import TensorMapSpec
+from drvtma.tma.tiled import oracle
+from drvtma.tma.tiled.encode import encode_tiled
+from drvtma.tma.tiled.spec import TensorMapSpec
 
-from user_kernel import TILE_COPY_SOURCE
+from support.user_kernel import TILE_COPY_SOURCE
 
 pytestmark = pytest.mark.gpu
 

@@ -1,6 +1,6 @@
 """Uniform timeouts, in the SASS NVRTC makes (no GPU): the wgmma probe votes (BAR.RED.OR) after its bounded wait
 and before its aligned wgmmas; the GEMM consumers never leave a k-loop early (a timeout raises the stop word) and
-vote once after it, none inside; the edge builds the GPU tests run (tests/edge_timeouts.py) compile for every
+vote once after it, none inside; the edge builds the GPU tests run (tests/support/edge_timeouts.py) compile for every
 configuration they use."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from drvtma.runtime import sass
 from drvtma.runtime.compiler import compile_cubin
 from drvtma.wgmma.probe import PROBE_NS, PROBE_SOURCE
 
-from edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS
+from support.edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS
 
 VOTE = "BAR.RED.OR"
 

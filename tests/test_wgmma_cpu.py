@@ -12,12 +12,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drvtma.errors import WgmmaError
-from drvtma.tma.spec import Swizzle, TensorMapSpec
+from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle, rules
-from drvtma.wgmma.descriptor import (SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle,
-                                     wgmma_swizzle)
-from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, F16, M, S8, TF32, U8, wgmma_type
+from drvtma.wgmma.descriptor import (
+    SPAN_BYTES,
+    SmemDescriptor,
+    WgmmaSwizzle,
+    from_tma_swizzle,
+    to_tma_swizzle,
+    wgmma_swizzle,
+)
+from drvtma.wgmma.dtypes import ALL_TYPES, BF16, E4M3, F16, S8, TF32, U8, M, wgmma_type
 from drvtma.wgmma.layout import descriptor_for
 from drvtma.wgmma.probe import CASE_DTYPE, ProbeCase, WgmmaProbe, check_case, operand_tiles, predict
 
@@ -215,7 +221,7 @@ def test_valid_descriptors_read_a_permutation(t, swz):
 
 
 def test_swizzle_xor_matches_the_tma_oracle():
-    from drvtma.tma.oracle import swizzle_addresses
+    from drvtma.tma.tiled.oracle import swizzle_addresses
 
     a = np.arange(0, 8192, 16)
     for tma in (Swizzle.B32, Swizzle.B64, Swizzle.B128):
@@ -327,7 +333,7 @@ def test_predict_differs_for_most_wrong_descriptors():
 
 
 def test_case_struct_mirrors_the_kernel():
-    from struct_layout import compile_layout_check
+    from support.struct_layout import compile_layout_check
 
     src = (ROOT / "cu" / "wgmma" / "wgmma_probe.cu").read_text()
     struct = src[src.index("struct WgCase"):src.index("};", src.index("struct WgCase")) + 2]

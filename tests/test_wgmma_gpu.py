@@ -16,17 +16,18 @@ import numpy as np
 import pytest
 
 from drvtma import settings
+from drvtma.errors import WgmmaError
 from drvtma.fuzz.coverage import Coverage
 from drvtma.fuzz.coverage.wgmma import MODEL as WGMMA_COVERAGE
-from drvtma.runtime.figures import record_figure, record_test as record
+from drvtma.runtime.figures import record_figure
+from drvtma.runtime.figures import record_test as record
 from drvtma.wgmma import cases as wc
 from drvtma.wgmma import oracle
 from drvtma.wgmma.descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle
 from drvtma.wgmma.dtypes import BF16, E4M3, E5M2, F16, TF32
-from drvtma.errors import WgmmaError
 from drvtma.wgmma.probe import ProbeGroup, WgmmaProbe, check_case, predict, predict_case
 
-from edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
+from support.edge_timeouts import WGMMA_SCRIPT, given_up_waits, run_edge_child
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma")]
 

@@ -1,7 +1,7 @@
 // Tensor maps outside the parameter bank: loads through a map in global memory (fenced or not, prefetched or not)
 // or in __constant__ memory; maps edited on the device (tensormap.replace in shared memory, published with
 // cp_fenceproxy, then loaded through); and the rewrite probe behind the pitfalls in docs/tensormap.md.
-// Each CTA writes back its raw shared-memory image, so the host compares every byte with drvtma/tma/oracle.py.
+// Each CTA writes back its raw shared-memory image, so the host compares every byte with drvtma/tma/tiled/oracle.py.
 #include <drvtma/image.cuh>
 #include <drvtma/tensormap.cuh>
 
@@ -38,7 +38,7 @@ extern "C" __global__ void const_map_load(int prefetch, int rank, const int* coo
                    image, images, &bar, status);
 }
 
-// One device edit job per CTA (drvtma/tma/global_maps.py ReplaceJob.to_words, kJobWords ints):
+// One device edit job per CTA (drvtma/tma/maps/global_maps.py ReplaceJob.to_words, kJobWords ints):
 // [0] edits, [1] rank to load with, [2] tx bytes, [3] load (0: only edit and publish), [4] start from zeros
 // instead of the template, [5..9] coordinates (dim 0 first), [10..15] unused, [16..] edits (TmapEdit, 4 ints each).
 constexpr int kJobWords = 48;

@@ -1,5 +1,5 @@
 // im2col load probe: each CTA makes one im2col load of `map` (its coordinates and offsets from `rows`) into poisoned
-// shared memory and writes the raw image back, so the host compares every byte with drvtma/tma/im2col_oracle.py.
+// shared memory and writes the raw image back, so the host compares every byte with drvtma/tma/im2col/oracle.py.
 // Rank, coordinates, offsets, image size and expect_tx are runtime values: one cubin serves every im2col map.
 #include <drvtma/image.cuh>
 

@@ -1,5 +1,5 @@
 // Load probe: each CTA loads one box of `map` at its own coordinates into poisoned shared memory and writes the
-// raw shared-memory image back, so the host can compare every byte (written or not) with drvtma/oracle.py.
+// raw shared-memory image back, so the host can compare every byte (written or not) with drvtma/tma/tiled/oracle.py.
 // Rank, coordinates, base offset, image size and expect_tx are runtime values: one cubin serves every spec.
 #include <drvtma/image.cuh>
 

@@ -1,7 +1,7 @@
 // Store and reduction probes: one tiled tensor store or reduction per CTA (rank 1..5 and the operation chosen at
 // run time), and one 1D bulk store per CTA. Each CTA copies its source image from global memory into shared
-// memory with ordinary stores, so the host decides every byte (random data, swizzled layouts) and drvtma/stores.py
-// predicts what lands in global memory.
+// memory with ordinary stores, so the host decides every byte (random data, swizzled layouts) and
+// drvtma/tma/stores/oracle.py predicts what lands in global memory.
 //
 // The sequence is the one stores need: every thread that wrote the source runs
 // fence.proxy.async.shared::cta, then a CTA barrier, then one elected thread issues, commits the bulk group and
@@ -11,7 +11,7 @@
 // a store either completes or faults the context.
 #include <drvtma/tma.cuh>
 
-// One CTA's work; mirrored by drvtma/stores.py (STORE_JOB_DTYPE). Keep the layouts identical.
+// One CTA's work; mirrored by drvtma/tma/stores/probe.py (STORE_JOB_DTYPE). Keep the layouts identical.
 struct StoreJob {
     long long image_offset;  // bytes into `images` where this CTA's shared-memory image starts (16-byte aligned)
     u32 image_bytes;         // bytes of the image (a multiple of 16)

@@ -1,6 +1,6 @@
 """Judge what a capture saw: every distinct map (by its 128 bytes), from an encode call or found in a launch's
 arguments, decoded, checked against every drvtma rule, with the hazards and hints its spec shows, the calls that
-encoded it and the kernels that launched it. Only windows `tma.findings.plausibility` accepts count as maps: a
+encoded it and the kernels that launched it. Only windows `tma.maps.findings.plausibility` accepts count as maps: a
 packed argument buffer holds many 128-byte windows, and an all-zero or random one decodes to something.
 No GPU: the CPU tests judge recorded streams."""
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import DrvtmaError
-from ..tma.decode import same_map
 from ..tma.dtypes import tma_dtype
-from ..tma.findings import explain, plausibility
-from ..tma.im2col_spec import Im2colSpec
-from ..tma.spec import L2Promotion, Swizzle, TensorMapSpec
+from ..tma.im2col.spec import Im2colSpec
+from ..tma.maps.findings import explain, plausibility
+from ..tma.tiled.decode import same_map
+from ..tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from .events import Encode, Launch, Replace
 from .structs import MAP_BYTES
 

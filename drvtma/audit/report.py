@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import cast
 
 from ..runtime.figures import table_text
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.spec import TensorMapSpec
 from .events import Counts
 from .judge import Judgement, MapVerdict
 

@@ -355,8 +355,8 @@ class B08Runner(Resource):
     def tensor_map(self):
         """The 2D view [rows, 32 * tiles_x] with a 32x32 box, encoded once."""
         if self._tmap is None:
-            from ..tma.encode import encode_tiled
-            from ..tma.spec import TensorMapSpec
+            from ..tma.tiled.encode import encode_tiled
+            from ..tma.tiled.spec import TensorMapSpec
 
             width = self.tiles_x * 32
             spec = TensorMapSpec.create("float32", (self.n // width, width), (32, 32))

@@ -28,8 +28,8 @@ def _parser() -> Parser:
 
 
 def known_rules() -> set[str]:
-    from ..tma.im2col_rules import IM2COL_ALL_RULES
-    from ..tma.spec import ALL_RULES
+    from ..tma.im2col.rules import IM2COL_ALL_RULES
+    from ..tma.tiled.spec import ALL_RULES
 
     return set(ALL_RULES) | set(IM2COL_ALL_RULES)
 

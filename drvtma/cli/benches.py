@@ -1,5 +1,5 @@
 """`drvtma bench multicast`, `bench descriptors`, `bench gemm` and `bench conv`: their arguments, checked before the
-GPU is touched; the work is in drvtma.cluster.bench, drvtma.tma.descriptor_bench, drvtma.gemm.bench and
+GPU is touched; the work is in drvtma.cluster.bench, drvtma.tma.maps.descriptor_bench, drvtma.gemm.bench and
 drvtma.gemm.conv_bench."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def multicast_command(argv: list[str]) -> int:
 
 def descriptors_command(argv: list[str]) -> int:
     from ..runtime.figures import record_figure
-    from ..tma import descriptor_bench
+    from ..tma.maps import descriptor_bench
 
     p = Parser(prog="drvtma bench descriptors", description=descriptor_bench.__doc__.splitlines()[0])
     p.add_argument("--loads", type=count, default=16, help="dependent loads per CTA (the slope's far end), >= 2")

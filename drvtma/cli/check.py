@@ -12,13 +12,13 @@ from typing import Callable, cast
 
 from ..errors import CudaError, DrvtmaError
 from ..tma.dtypes import ALL_DTYPES, tma_dtype
-from ..tma.encode import TensorMap, encode_tiled
-from ..tma.im2col_encode import encode_im2col
-from ..tma.im2col_rules import validate_im2col
-from ..tma.im2col_spec import Im2colSpec
-from ..tma.rules import validate_all
-from ..tma.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
+from ..tma.im2col.encode import encode_im2col
+from ..tma.im2col.rules import validate_im2col
+from ..tma.im2col.spec import Im2colSpec
 from ..tma.targets import map_target
+from ..tma.tiled.encode import TensorMap, encode_tiled
+from ..tma.tiled.rules import validate_all
+from ..tma.tiled.spec import Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec, _enum_value
 from .check_im2col import im2col_spec, tiled_only
 from .parser import Entry, Parser, address, list_of
 
@@ -257,8 +257,8 @@ def check_command(argv: list[str]) -> int:
 
 
 def _check_map(parser: Parser, args, argv: list[str]) -> int:
-    """--map: the bytes explained (tma.findings); alone, as the spec flags describe another map."""
-    from ..tma.findings import explain
+    """--map: the bytes explained (tma.maps.findings); alone, as the spec flags describe another map."""
+    from ..tma.maps.findings import explain
     from .decode import map_arg, print_report
 
     others = [a for a in argv if a.startswith("--") and a.split("=")[0] != "--map"]

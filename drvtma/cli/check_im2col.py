@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..tma.dtypes import tma_dtype
-from ..tma.im2col_spec import Im2colSpec
+from ..tma.im2col.spec import Im2colSpec
 
 IM2COL_FLAGS = {"lower_corner": "--lower-corner", "upper_corner": "--upper-corner",
                 "channels_per_pixel": "--channels-per-pixel", "pixels_per_column": "--pixels-per-column"}

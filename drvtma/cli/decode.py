@@ -66,7 +66,8 @@ def map_arg(text: str) -> bytes:
 
 
 def print_report(report, prog: str) -> int:
-    """A map's explanation (tma.findings.MapReport) on stdout; 1 when it breaks a rule (findings are not errors)."""
+    """A map's explanation (`tma.maps.findings.MapReport`) on stdout; 1 when it breaks a rule (findings are not
+    errors)."""
     print("\n".join(report.lines()))
     if report.broken:
         print(f"{prog}: {len(report.broken)} rule(s) broken: {', '.join(e.rule for e in report.broken)}",
@@ -76,7 +77,7 @@ def print_report(report, prog: str) -> int:
 
 
 def decode_command(argv: list[str]) -> int:
-    from ..tma.findings import explain
+    from ..tma.maps.findings import explain
 
     parser = decode_parser()
     args = parser.parse_args(argv)

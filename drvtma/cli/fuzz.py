@@ -135,7 +135,7 @@ def _load_spec(path, parser: Parser):
     """--spec's TensorMapSpec; a usage error names the file and what is wrong with it."""
     if path is None:
         return None
-    from ..tma.spec import TensorMapSpec
+    from ..tma.tiled.spec import TensorMapSpec
 
     what = 'an object of TensorMapSpec fields such as {"dtype": "f32", "shape": [64, 64], "box": [16, 16]}'
     try:

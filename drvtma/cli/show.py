@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import cast
 
 from ..errors import DrvtmaError
-from ..tma.rules import validate_all
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.rules import validate_all
+from ..tma.tiled.spec import TensorMapSpec
 from .check import _ints, accepted_values, add_map_options, spec_from_args
 from .parser import Parser, address, choice_list, int_at_least, list_of, out_file
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..errors import WgmmaError
-from ..tma.spec import Swizzle
+from ..tma.tiled.spec import Swizzle
 from ..wgmma import rules
 from ..wgmma.descriptor import SmemDescriptor, from_tma_swizzle
 from ..wgmma.dtypes import ALL_TYPES, M, wgmma_type

@@ -16,8 +16,8 @@ import numpy as np
 from ..errors import DrvtmaError
 from ..runtime.figures import csv_text, table_text
 from ..runtime.status import StatusBuffer
-from ..tma.encode import encode_tiled
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.encode import encode_tiled
+from ..tma.tiled.spec import TensorMapSpec
 
 SOURCE = "cluster/multicast_bench.cu"
 ROW_WORDS = 64  # uint32 per tensor row: 256-byte rows

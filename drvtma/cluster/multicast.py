@@ -1,6 +1,6 @@
 """TMA multicast in NumPy: the rules a multicast must follow and what it writes.
 
-A multicast issued by cluster rank r with mask m puts one box (drvtma.tma.oracle's image of it) at the same
+A multicast issued by cluster rank r with mask m puts one box (drvtma.tma.tiled.oracle's image of it) at the same
 shared-memory offset in every CTA whose rank bit is set in m, issuer included only when its bit is set, and completes
 the box's bytes on the barrier at the same offset in each of them. So every receiver must arm its own barrier for the
 bytes landing in it, whoever issued them. Bit r of the mask is the CTA of cluster rank r, and rank is
@@ -18,8 +18,8 @@ from typing import cast
 import numpy as np
 
 from ..errors import ClusterError
-from ..tma import oracle
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled import oracle
+from ..tma.tiled.spec import TensorMapSpec
 
 MASK_BITS = 16  # ctaMask is a 16-bit operand
 SLOT_ALIGN = 1024  # every image slot starts 1024-byte aligned, so the swizzle phase is the box offset's
@@ -114,7 +114,7 @@ def expected_images(ops, cluster_ctas: int, slots: int, slot_bytes: int, *, spec
                     global_bytes=None, box_offset: int = 0, poison: int = 0) -> np.ndarray:
     """(cluster_ctas, slots, slot_bytes) uint8: every CTA's images after the ops, poison where nothing landed.
 
-    Tiled ops land drvtma.tma.oracle's image (swizzle on the absolute address: slots are 1024-byte aligned);
+    Tiled ops land drvtma.tma.tiled.oracle's image (swizzle on the absolute address: slots are 1024-byte aligned);
     bulk ops copy `global_bytes[offset:offset + bytes]`.
     """
     check_cluster_ops(ops, cluster_ctas, slots)

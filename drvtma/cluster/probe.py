@@ -16,7 +16,7 @@ from ..errors import ClusterError
 from ..runtime.cluster_launch import allow_non_portable
 from ..runtime.driver import Resource, ScratchBuffers
 from ..runtime.status import StatusBuffer, barrier_timeout
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.spec import TensorMapSpec
 from . import multicast as M
 
 PROBE_SOURCE = "cluster/multicast_probe.cu"
@@ -121,7 +121,7 @@ class MulticastProbe(Resource):
         ops_arr, per = pack_ops(batch.op_lists, batch.spec)
         rank = 0 if batch.spec is None else batch.spec.rank
         if tmap is None:  # bulk batches still pass a map: any well-formed 128 bytes
-            from ..tma.encode import encode_tiled
+            from ..tma.tiled.encode import encode_tiled
 
             tmap = self._dummy_map = getattr(self, "_dummy_map", None) or encode_tiled(
                 TensorMapSpec.create("uint8", (16,), (16,)), self._scratch("dummy", 16))

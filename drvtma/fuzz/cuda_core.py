@@ -24,7 +24,7 @@ from ..runtime.compiler import include_dir
 from ..runtime.driver import call, cu
 from ..testing import build_valid_spec
 from ..tma.dtypes import tma_dtype
-from ..tma.spec import SM90_SWIZZLES, TensorMapSpec
+from ..tma.tiled.spec import SM90_SWIZZLES, TensorMapSpec
 from .runners import POISON, THREADS, BufferedRunner, box_starts, runner_source, store_arguments
 from .stores import StoreFuzzCase
 from .user import DrvtmaSpecs

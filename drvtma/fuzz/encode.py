@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import CudaError, TensorMapError
 from ..testing import ADDRESS_BASE, applicable_rules, break_rule, build_any_spec
-from ..tma.encode import encode_unchecked
-from ..tma.rules import driver_should_accept, validate_all
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.encode import encode_unchecked
+from ..tma.tiled.rules import driver_should_accept, validate_all
+from ..tma.tiled.spec import TensorMapSpec
 from .coverage.encode import ENCODE_COVERAGE
 from .targets import Outcome, Session, Target, spec_labels
 
 if TYPE_CHECKING:
     from ..runtime.driver import DeviceBuffer
-    from ..tma.im2col_spec import Im2colSpec
+    from ..tma.im2col.spec import Im2colSpec
 
 ADDRESS_WINDOW = 1 << 20
 BUFFER_BYTES = 2 * ADDRESS_WINDOW
@@ -79,7 +79,7 @@ class EncodeSession(Session):
 
 class EncodeTarget(Target):
     name = "encode"
-    description = "validator (drvtma.tma.rules) vs the driver's cuTensorMapEncodeTiled, valid and broken specs"
+    description = "validator (drvtma.tma.tiled.rules) vs the driver's cuTensorMapEncodeTiled, valid and broken specs"
     unit = "specs"
     cases_per_batch = 64
     session_class = EncodeSession

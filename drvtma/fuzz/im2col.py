@@ -1,6 +1,6 @@
 """The im2col fuzz targets: `im2col_encode` (IM2COL_RULES against cuTensorMapEncodeIm2col, edge specs from
 `testing.im2col.build_edge_im2col_spec`) and `im2col` (im2col loads on the GPU, byte for byte against
-`tma.im2col_oracle`; one case = one map over the session's pool of random bytes, many loads)."""
+`tma.im2col.oracle`; one case = one map over the session's pool of random bytes, many loads)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_im2col_spec
-from ..tma import im2col_oracle as oracle
-from ..tma.im2col_encode import encode_im2col_unchecked
-from ..tma.im2col_probe import describe_im2col_mismatch
-from ..tma.im2col_rules import im2col_driver_should_accept, validate_im2col
-from ..tma.im2col_spec import Im2colSpec
+from ..tma.im2col import oracle
+from ..tma.im2col.encode import encode_im2col_unchecked
+from ..tma.im2col.probe import describe_im2col_mismatch
+from ..tma.im2col.rules import im2col_driver_should_accept, validate_im2col
+from ..tma.im2col.spec import Im2colSpec
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget
@@ -23,7 +23,7 @@ from .targets import Outcome, Session, Target, spec_labels
 
 if TYPE_CHECKING:
     from ..runtime.driver import DeviceBuffer
-    from ..tma.im2col_probe import Im2colProbe
+    from ..tma.im2col.probe import Im2colProbe
 
 POOL_SEED = 3
 POOL_BYTES = 16 << 20
@@ -46,7 +46,7 @@ class Im2colEncodeSession(EncodeSession):
 
 class Im2colEncodeTarget(EncodeTarget):
     name = "im2col_encode"
-    description = "validator (drvtma.tma.im2col_rules) vs cuTensorMapEncodeIm2col, specs at every rule's edges"
+    description = "validator (drvtma.tma.im2col.rules) vs cuTensorMapEncodeIm2col, specs at every rule's edges"
     session_class = Im2colEncodeSession
     coverage = IM2COL_ENCODE_COVERAGE
 
@@ -81,7 +81,7 @@ class Im2colSession(Session):
         self.probe: Im2colProbe | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
-            from ..tma.im2col_probe import Im2colProbe
+            from ..tma.im2col.probe import Im2colProbe
 
             self.device = self.own(DeviceBuffer.from_array(self.host))
             self.probe = self.own(Im2colProbe())
@@ -96,7 +96,7 @@ class Im2colSession(Session):
         if self.fake:
             got = want.copy()
         else:
-            from ..tma.im2col_encode import encode_im2col
+            from ..tma.im2col.encode import encode_im2col
 
             assert self.probe is not None  # a session on the device opened one
             got = self.probe.run(encode_im2col(spec), case.coords, case.offsets, image_bytes=want.shape[1], **kw)

@@ -2,8 +2,8 @@
 ("path/to/file.py:run"), the memory handed to a kernel, and what it returns checked and compared with the oracle.
 
 drvtma draws the case (map, coordinates, data), calls your kernel once per case, and compares: loads box by box
-with `drvtma.tma.oracle`, stores and reductions byte for byte over the tensor and the poisoned guards around it with
-`drvtma.tma.stores`. The targets that use this are in `drvtma.fuzz.user`.
+with `drvtma.tma.tiled.oracle`, stores and reductions byte for byte over the tensor and the poisoned guards around it
+with `drvtma.tma.stores`. The targets that use this are in `drvtma.fuzz.user`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import ArgumentError
-from ..tma import oracle
-from ..tma.rules import round_up
-from ..tma.spec import TensorMapSpec
 from ..tma.stores import CHUNK_BYTES, smem_byte_offsets
+from ..tma.tiled import oracle
+from ..tma.tiled.rules import round_up
+from ..tma.tiled.spec import TensorMapSpec
 
 GUARD_BYTES = 512  # random poison before and after the tensor in `memory`: stray writes show up there
 DIFF_LIMIT = 16

@@ -15,15 +15,15 @@ import numpy as np
 
 from ..show.failure import failure_svg
 from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
-from ..tma import oracle
-from ..tma.probe import describe_mismatch
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled import oracle
+from ..tma.tiled.probe import describe_mismatch
+from ..tma.tiled.spec import TensorMapSpec
 from .coverage.tiled import TiledLoadsCoverage
 from .targets import Outcome, Session, Target, spec_labels
 
 if TYPE_CHECKING:
     from ..runtime.driver import DeviceBuffer
-    from ..tma.probe import LoadProbe
+    from ..tma.tiled.probe import LoadProbe
 
 DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
 POOL_BYTES = 64 << 20
@@ -106,7 +106,7 @@ class LoadsSession(Session):
         self.probe: LoadProbe | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
-            from ..tma.probe import LoadProbe
+            from ..tma.tiled.probe import LoadProbe
 
             self.device = self.own(DeviceBuffer.from_array(self.host))
             self.probe = self.own(LoadProbe())
@@ -122,7 +122,7 @@ class LoadsSession(Session):
         if self.fake:
             pending = None
         else:
-            from ..tma.encode import encode_tiled
+            from ..tma.tiled.encode import encode_tiled
 
             assert self.probe is not None  # a session on the device opened one
             pending = self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,

@@ -39,10 +39,10 @@ import numpy as np
 from ..errors import ArgumentError, StoreStraddleWarning
 from ..runtime.driver import Resource
 from ..runtime.status import StatusBuffer
-from ..tma.encode import encode_tiled
-from ..tma.rules import round_up
-from ..tma.spec import TensorMapSpec
 from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
+from ..tma.tiled.encode import encode_tiled
+from ..tma.tiled.rules import round_up
+from ..tma.tiled.spec import TensorMapSpec
 
 POISON = 0x7FBADBAD
 THREADS = 128

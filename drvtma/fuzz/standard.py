@@ -32,7 +32,7 @@ STANDARD_CAMPAIGNS = (
 
 @dataclass(frozen=True)
 class KernelCampaign:
-    """A campaign of a kernel of your own, as the GPU tests run tests/byo_gpu_kernels.py's runners: the target,
+    """A campaign of a kernel of your own, as the GPU tests run tests/support/byo_gpu_kernels.py's runners: the target,
     the strategy drawing the maps, the seed and cases. `full`: the cases reach every class of the strategy's
     universe `coverage.MIN_HITS` times (a CPU test builds them and checks); False: a campaign the kernel's own pace
     keeps short, whose coverage line says what it left unhit."""

@@ -14,10 +14,10 @@ from typing import cast
 
 import numpy as np
 
-from ..tma.rules import round_up
-from ..tma.spec import TensorMapSpec
-from ..tma.store_probe import GUARD_BYTES, run_store_cases
 from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
+from ..tma.stores.probe import GUARD_BYTES, run_store_cases
+from ..tma.tiled.rules import round_up
+from ..tma.tiled.spec import TensorMapSpec
 from .choosers import ChooserGenerator
 from .coverage.stores import StoresCoverage
 from .targets import Outcome, Session, Target, spec_labels

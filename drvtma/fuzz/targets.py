@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import ArgumentError, UnknownNameError
 from ..runtime.driver import Resource
-from ..tma.spec import SWIZZLE_SPAN_BYTES
+from ..tma.tiled.spec import SWIZZLE_SPAN_BYTES
 
 if TYPE_CHECKING:
     from .coverage.core import CoverageModel

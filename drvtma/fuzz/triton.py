@@ -14,9 +14,9 @@ import numpy as np
 from ..errors import ArgumentError
 from ..testing import build_coordinates
 from ..tma.dtypes import tma_dtype
-from ..tma.rules import round_up
-from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase, check_store_coordinates
+from ..tma.tiled.rules import round_up
+from ..tma.tiled.spec import TensorMapSpec
 from ..tma.triton import TRITON_DTYPES, triton_arguments
 from .choosers import RecordingChooser
 from .kernel import tensor_region_bytes

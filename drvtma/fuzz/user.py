@@ -22,8 +22,8 @@ import numpy as np
 from ..errors import ArgumentError, DrvtmaError
 from ..show.failure import failure_svg
 from ..testing import build_coordinates, build_valid_spec
-from ..tma.spec import TensorMapSpec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
+from ..tma.tiled.spec import TensorMapSpec
 from . import kernel as K
 from . import report
 from .campaign import run_campaign

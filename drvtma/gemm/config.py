@@ -31,7 +31,7 @@ from typing import cast
 import numpy as np
 
 from ..errors import GemmError, as_int, broken_rules
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.spec import TensorMapSpec
 from ..wgmma import descriptor_for, wgmma_type
 from .choice import L2_BYTES, for_problem, problem_extent
 from .rules import (  # noqa: F401 (the vocabularies, limits and generated_ns: importable from here too)

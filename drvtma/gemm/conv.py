@@ -20,9 +20,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..errors import GemmError, as_int, broken_rules
-from ..tma import im2col_oracle, oracle
-from ..tma.im2col_spec import Im2colSpec, conv_corners
-from ..tma.spec import TensorMapSpec
+from ..tma.im2col import oracle as im2col_oracle
+from ..tma.im2col.spec import Im2colSpec, conv_corners
+from ..tma.tiled import oracle
+from ..tma.tiled.spec import TensorMapSpec
 from .config import L2_PROMOTIONS, GemmConfig
 from .reference import reference_gemm, value_dtype
 from .rules import CONV_DTYPES, CONV_RULES, CORNER_RANGE, MAX_OFFSET  # noqa: F401 (importable from here too)
@@ -135,8 +136,8 @@ def reference_conv(x: np.ndarray, w: np.ndarray, shape: ConvShape, out_dtype="bf
 
 
 def a_images_match(shape: ConvShape, config: GemmConfig, x: np.ndarray, tiles=None) -> list[tuple[int, int]]:
-    """(tile row, k-block) of every A load whose im2col image (drvtma.tma.im2col_oracle) differs from the tiled
-    image of the explicit im2col matrix at (tm x BM, kb x BK) (drvtma.tma.oracle): [] when the convolution's map
+    """(tile row, k-block) of every A load whose im2col image (drvtma.tma.im2col.oracle) differs from the tiled
+    image of the explicit im2col matrix at (tm x BM, kb x BK) (drvtma.tma.tiled.oracle): [] when the convolution's map
     and coordinates are right. `tiles`: the tile rows to check (default all)."""
     shape.check(config)
     m, _, k = shape.gemm_mnk

@@ -20,8 +20,8 @@ from ..runtime import cubin as cubin_records
 from ..runtime.compiler import compile_cubin
 from ..runtime.driver import Resource
 from ..runtime.status import StatusBuffer, barrier_timeout
-from ..tma.encode import encode_tiled
-from ..tma.spec import Swizzle, TensorMapSpec
+from ..tma.tiled.encode import encode_tiled
+from ..tma.tiled.spec import Swizzle, TensorMapSpec
 from .config import KERNEL_NAME, KERNEL_SOURCE, L2_PROMOTIONS, GemmConfig
 from .reference import value_dtype
 
@@ -178,7 +178,7 @@ class BoundGemm(Resource):
         sa, sb, sc = map_specs(cfg, m, n, k, a.ptr, b.ptr, c.ptr)
         a, b = cfg.kernel_operands(a, b)  # the buffers behind the kernel's A and B maps
         if gemm.conv is not None:  # A: the convolution's input [N, H, W, C] through its im2col map
-            from ..tma.im2col_encode import encode_im2col
+            from ..tma.im2col.encode import encode_im2col
 
             map_a = encode_im2col(gemm.conv.a_spec(cfg, a.ptr), a)
         else:

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from ..tma import oracle as tma_oracle
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled import oracle as tma_oracle
+from ..tma.tiled.spec import TensorMapSpec
 from ..wgmma import SmemDescriptor
 from ..wgmma import oracle as wgmma_oracle
 from ..wgmma.dtypes import M as WGMMA_M

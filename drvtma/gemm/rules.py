@@ -1,4 +1,4 @@
-"""The GEMM's named rules as data, in the form of `tma.rules.RULES` (`drvtma.errors.Rule`: the names, the quick test,
+"""The GEMM's named rules as data, in the form of `tma.tiled.rules.RULES` (`drvtma.errors.Rule`: the names, the quick test,
 the check that yields a GemmError naming the argument, its value and the fix), and the vocabularies and limits they
 read. `GEMM_RULES` judges a configuration, `PROBLEM_RULES` the shape it runs, `CONV_RULES` a convolution on it;
 `GemmConfig.errors()`, `check_problem`, `ConvShape.check` and `drvtma check gemm` / `conv` all run these tables.
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import GemmError, Rule
 from ..runtime.capabilities import HOPPER
 from ..runtime.compiler import include_dir
-from ..tma.spec import L2Promotion, Swizzle
+from ..tma.tiled.spec import L2Promotion, Swizzle
 from ..wgmma.dtypes import M as WGMMA_M
 from .choice import MAX_CTA_RANGE, MAX_EXTENT, problem_extent
 

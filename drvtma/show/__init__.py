@@ -1,4 +1,4 @@
-"""Pictures of what a tensor map puts in shared memory (`draw_image`, labels from `tma.oracle`), what a wgmma
+"""Pictures of what a tensor map puts in shared memory (`draw_image`, labels from `tma.tiled.oracle`), what a wgmma
 descriptor reads from it (`overlay`) and how a warp's reads meet the banks (`bank_report`); drawn as SVG
 (`svg_text`), PNG (`write_png`, matplotlib) or terminal text (`text_form`). `drvtma show`. Needs no GPU."""
 

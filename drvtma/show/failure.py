@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArgumentError
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled.spec import TensorMapSpec
 from .image import SWIZZLE_PERIOD, Picture, draw_image
 from .scene import build
 from .svg import svg_text

@@ -1,4 +1,4 @@
-"""Which global element each cell of a TMA load's shared-memory image holds, as `tma.oracle` says.
+"""Which global element each cell of a TMA load's shared-memory image holds, as `tma.tiled.oracle` says.
 
 Nothing here places an element: the oracle is run on a tensor whose elements hold their own ids (an unsigned type
 of the same size, so no load conversion touches them; wide ids in several byte planes when the type is narrow),
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ArgumentError, as_int
-from ..tma import oracle
 from ..tma.dtypes import tma_dtype
-from ..tma.spec import OobFill, TensorMapSpec
+from ..tma.tiled import oracle
+from ..tma.tiled.spec import OobFill, TensorMapSpec
 
 # The id carriers: layout depends on the element size only, and integer loads copy bits unchanged.
 _ID_DTYPE = {1: "UINT8", 2: "UINT16", 4: "UINT32", 8: "UINT64"}

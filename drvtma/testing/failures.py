@@ -12,9 +12,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..show.failure import failure_svg
-from ..tma import oracle
-from ..tma.probe import describe_mismatch
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled import oracle
+from ..tma.tiled.probe import describe_mismatch
+from ..tma.tiled.spec import TensorMapSpec
 
 FAILURE_FORMAT = 1
 HEX_LIMIT = 64 << 10  # images up to this size go into the JSON whole

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..tma.dtypes import ALL_DTYPES, PACKED_DTYPES, tma_dtype
-from ..tma.im2col_spec import CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE, Im2colSpec
-from ..tma.spec import (
+from ..tma.im2col.spec import CORNER_RANGE, MAX_CHANNELS_PER_PIXEL, MAX_PIXELS_PER_COLUMN, OFFSET_RANGE, Im2colSpec
+from ..tma.tiled.spec import (
     SM90_SWIZZLES,
     SWIZZLE_SPAN_BYTES,
     Interleave,

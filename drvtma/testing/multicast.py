@@ -8,7 +8,7 @@ from typing import cast
 from ..cluster import multicast as M
 from ..cluster import probe as P
 from ..tma.dtypes import ALL_DTYPES
-from ..tma.encode import encode_tiled
+from ..tma.tiled.encode import encode_tiled
 from .strategies import RngChooser, build_coordinates, build_valid_spec
 
 

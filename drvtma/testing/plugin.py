@@ -5,7 +5,7 @@
 - the ``needs`` marker: ``@pytest.mark.needs("wgmma")`` skips, with the capability's named sentence ("wgmma needs
   sm_90a; this is sm_120 (...)"), on a GPU or a forced ``DRVTMA_ARCH`` build target without the feature;
 - ``drvtma_ctx`` (session): the primary context of a GPU with TMA (compute capability 9.0 or newer), or that skip;
-- ``tma_probe`` (session): a `drvtma.tma.probe.LoadProbe` (the batched load probe), closed at the end;
+- ``tma_probe`` (session): a `drvtma.tma.tiled.probe.LoadProbe` (the batched load probe), closed at the end;
 - ``tma_check``: `drvtma.testing.failures.check_images` writing into the test's tmp_path: on a mismatch a JSON
   reproducer and the picture of the first differing box (SVG, expected vs got), both named in the failure;
 - hypothesis profiles ``drvtma-ci`` (no deadline: first calls compile kernels) and ``drvtma-gpu-long`` (2000
@@ -151,7 +151,7 @@ def drvtma_ctx():
 @pytest.fixture(scope="session")
 def tma_probe(drvtma_ctx):
     """The batched tiled-load probe (`LoadProbe`): `tma_probe.run(tmap, coords)` gives raw shared-memory images."""
-    from ..tma.probe import LoadProbe
+    from ..tma.tiled.probe import LoadProbe
 
     probe = LoadProbe()
     yield probe

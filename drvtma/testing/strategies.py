@@ -13,8 +13,8 @@ import numpy as np
 
 from ..errors import ArgumentError, as_int
 from ..tma.dtypes import ALL_DTYPES, FLOAT_DTYPES, UINT8, UINT16, UINT32, UINT64, TmaDtype, tma_dtype
-from ..tma.rules import address_alignment
-from ..tma.spec import (
+from ..tma.tiled.rules import address_alignment
+from ..tma.tiled.spec import (
     ALL_RULES,
     MAX_BOX,
     MAX_STRIDE_BYTES,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..tma.dtypes import ALL_DTYPES
-from ..tma.rules import address_alignment
-from ..tma.spec import SM90_SWIZZLES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
+from ..tma.tiled.rules import address_alignment
+from ..tma.tiled.spec import SM90_SWIZZLES, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
 from .strategies import RngChooser, build_valid_spec
 
 # GPU virtual addresses fit 57 bits on Hopper hosts; the corpus covers the whole range the decoder claims.

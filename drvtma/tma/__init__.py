@@ -1,21 +1,24 @@
-"""Tiled tensor maps and what the copy engine does with them.
+"""Tensor maps and what the copy engine does with them, one room per mode, each of the same shape (spec, rules,
+encode, oracle, probe; decode where the bytes are known):
 
-- `spec`: `TensorMapSpec` in NumPy order and its geometry; `rules`: every encode rule as a named check with a fix;
-  `encode`: `encode_tiled` and the 128-byte `TensorMap`; `dtypes`: the TMA element types.
-- `oracle`: a NumPy model of tiled loads; `probe`: batched GPU load probes checked against it.
-- `stores`: the rules and oracle of tensor stores and reductions; `store_probe`: their batched GPU runner.
-- `arrays`: maps for any DLPack / CUDA Array Interface array (torch, CuPy, JAX, cuda.core) via `StridedMemoryView`.
-- `decode`: the 128 bytes back to (spec, address) (`decode.decode`, and `encode_bytes` on the host); `replace`: the
-  host model of every `tensormap.replace` edit; `global_maps`: maps in global / `__constant__` memory and edits made
-  on the device; `descriptor_bench`: what each way of passing a map costs (`drvtma bench descriptors`).
-- im2col maps (docs/im2col.md): `im2col_spec` (`Im2colSpec`), `im2col_rules` (`IM2COL_RULES`), `im2col_encode`,
-  `im2col_oracle` (one load's shared-memory image), `im2col_probe` (the batched GPU probe).
+- `tiled/`: tiled maps (`TensorMapSpec`, `RULES`, `encode_tiled`, the load oracle and probe, the 128 bytes decoded,
+  Blackwell's gather4 / scatter4 maps).
+- `im2col/`: im2col maps (`Im2colSpec`, `IM2COL_RULES`, `encode_im2col`, oracle, probe, decode; docs/im2col.md).
+- `stores/`: tensor stores and reductions through tiled maps (rules, oracle, random cases, the GPU runner).
+- `maps/`: a map as 128 bytes of either mode wherever it lives: `explain` (findings), `tensormap.replace` edits,
+  maps in global / `__constant__` memory, what passing a map costs.
+
+Here, below every mode room and importing none: what all modes share. `dtypes` (the TMA element types, PTX codes),
+`geometry` (the driver's limits, the field enums, `to_tma_order`, `MapGeometry`), `params` (each encode call's
+arguments as one record), `targets` (the GPU a map is for), `target_rules` (the rules a target decides, entries of
+both modes' tables), `arrays` (DLPack / CUDA Array Interface arrays as map layouts, via `StridedMemoryView`),
+`triton` (Triton's `TensorDescriptor` read by duck typing).
 """
 
 from .dtypes import ALL_DTYPES, TmaDtype, tma_dtype
-from .encode import TensorMap, encode_tiled, encode_unchecked
-from .rules import describe_spec, driver_box_bytes, driver_should_accept, validate_all
-from .spec import (
+from .tiled.encode import TensorMap, encode_tiled, encode_unchecked
+from .tiled.rules import describe_spec, driver_box_bytes, driver_should_accept, validate_all
+from .tiled.spec import (
     ALL_RULES,
     DRIVER_RULES,
     DRVTMA_RULES,

@@ -6,7 +6,7 @@ type (`values`: what users see, ml_dtypes.bfloat16 for bfloat16, float32 for tf3
 memory, `smem_bits` per value in shared memory (the 16U4_ALIGN16B / 16U6_ALIGN16B gaps); their `itemsize` is 1, the
 innermost stride a spec writes for them (the driver never sees it). fp8 (e4m3, e5m2) has no map
 type of its own on sm_90: it travels in uint8 maps, its values as ml_dtypes' float8 types. A tiled load copies bytes
-for every type but the two tf32 ones, which it rounds (`drvtma.tma.oracle.tma_load_convert`) [seen].
+for every type but the two tf32 ones, which it rounds (`drvtma.tma.tiled.oracle.tma_load_convert`).
 
 int8 and int16 have no map type either (the driver has UINT8 and UINT16 only). They are accepted as `INT8` / `INT16`,
 signed views of those map types: the map is UINT8 / UINT16 (`map_type`; CUTLASS loads int8 the same way), loads and
@@ -23,9 +23,9 @@ import numpy as np
 
 from ..errors import TensorMapError, is_int
 
-# Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern.
-# fp16, bf16 (0x7FF7) and fp32 (0x7FF77FF7) were seen first; f64, f32_ftz and both tf32 types
-# repeat it too (H200, driver 580): the tf32 fill is not rounded, though it is a NaN. Pinned by test_probe_gpu.py.
+# Fill written for out-of-bounds elements under OOB_FILL_NAN_REQUEST_ZERO_FMA, as a repeating 16-bit pattern: the
+# same for every float type, unrounded for tf32 though it is a NaN (docs/tensormap.md, "Seen on the H200"; pinned
+# by test_probe_gpu.py).
 NAN_FILL_HALFWORD = 0x7FF7
 
 
@@ -96,26 +96,26 @@ FLOAT16 = _d("float16", 6, 2, np.float16, True)
 FLOAT32 = _d("float32", 7, 4, np.float32, True)
 FLOAT64 = _d("float64", 8, 8, np.float64, True)
 BFLOAT16 = _d("bfloat16", 9, 2, np.uint16, True, ml_dtypes.bfloat16)
-FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)  # loads keep denormals [seen]
+FLOAT32_FTZ = _d("float32_ftz", 10, 4, np.float32, True)  # loads keep denormals
 TFLOAT32 = _d("tfloat32", 11, 4, np.uint32, True, np.float32)
 TFLOAT32_FTZ = _d("tfloat32_ftz", 12, 4, np.uint32, True, np.float32)
 
 ALL_DTYPES: tuple[TmaDtype, ...] = (UINT8, UINT16, UINT32, INT32, UINT64, INT64, FLOAT16, FLOAT32, FLOAT64,
                                     BFLOAT16, FLOAT32_FTZ, TFLOAT32, TFLOAT32_FTZ)
 FLOAT_DTYPES = tuple(d for d in ALL_DTYPES if d.is_float)
-TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush nothing, FTZ or not) [seen]
+TF32_DTYPES = (TFLOAT32, TFLOAT32_FTZ)  # loads round these to tf32 (and flush nothing, FTZ or not)
 TF32_OF = {FLOAT32: TFLOAT32, FLOAT32_FTZ: TFLOAT32_FTZ}  # a float32 type and its tf32 twin (same element bytes)
 F32_OF = {tf32: f32 for f32, tf32 in TF32_OF.items()}
 
-# Element type -> its PTX code, in tensormap.replace (`replace`) and in the map's bytes (`decode`): PTX ISA, Table
-# "Tensormap new_val validity" (sm_90 part).
+# Element type -> its PTX code, in tensormap.replace (`maps.replace`) and in the map's bytes (`tiled.decode`): PTX
+# ISA, Table "Tensormap new_val validity" (sm_90 part).
 PTX_ELEMTYPE = {UINT8: 0, UINT16: 1, UINT32: 2, INT32: 3, UINT64: 4, INT64: 5, FLOAT16: 6, FLOAT32: 7,
                 FLOAT32_FTZ: 8, FLOAT64: 9, BFLOAT16: 10, TFLOAT32: 11, TFLOAT32_FTZ: 12}
 DTYPE_OF_PTX_ELEMTYPE = {code: dt for dt, code in PTX_ELEMTYPE.items()}
 
 # Blackwell's packed types (CUtensorMapDataType 13-15): 16 values of 4 or 6 bits, packed in global memory; in
 # shared memory 16U4_ALIGN8B stays packed, 16U4_ALIGN16B leaves 8 B gaps after every 8 B and 16U6_ALIGN16B 4 B
-# after every 12 B (driver API docs, CUtensorMapDataType). A Hopper driver refuses them [seen].
+# after every 12 B (driver API docs, CUtensorMapDataType). A Hopper driver refuses them.
 U4_ALIGN8B = TmaDtype("16u4_align8b", 13, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 4, 4)
 U4_ALIGN16B = TmaDtype("16u4_align16b", 14, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 4, 8)
 U6_ALIGN16B = TmaDtype("16u6_align16b", 15, 1, np.dtype(np.uint8), False, np.dtype(np.uint8), 6, 8)

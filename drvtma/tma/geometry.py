@@ -1,6 +1,6 @@
 """A tensor map's geometry, below every spec and rule: the driver's limits, the enums of a map's fields, the rule
 names the driver enforces, `to_tma_order` (the one place that reverses NumPy order into the driver's) and
-`MapGeometry`, what the tiled and the im2col spec compute alike. `spec` re-exports every name."""
+`MapGeometry`, what the tiled and the im2col spec compute alike. `tiled.spec` re-exports every name."""
 
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ MAX_DIM = 1 << 32
 MAX_STRIDE_BYTES = 1 << 40  # exclusive
 MAX_BOX = 256
 MAX_ELEMENT_STRIDE = 8
-# H100/H200 opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget);
+# Hopper's opt-in shared memory per block: the most one box can occupy in a kernel (drvtma's rule smem_budget);
 # the capability table's Hopper figure (a rule's default; pass smem_limit=driver.smem_per_block_optin() elsewhere).
 SMEM_PER_BLOCK_OPTIN_SM90 = HOPPER.smem_per_block_optin
 # The driver's own limit on one box: prod(ceil(box[k] / elementStrides[k])) * elemsize over every dimension, dim 0
-# included, padding not counted. uint8 boxes of 233,472 B (228 KiB) were accepted and 233,520 B refused on the H200
-# (driver 580.159.04) [seen]; tests/test_probe_gpu.py pins both points.
+# included, padding not counted (docs/tensormap.md, "Seen on the H200"); tests/test_probe_gpu.py pins the
+# threshold.
 DRIVER_BOX_BYTES_LIMIT = 228 * 1024
 TENSOR_MAP_BYTES = 128
 

@@ -1,7 +1,7 @@
-"""The map rules a spec's target GPU decides, the part of Blackwell's rules that `rules.RULES` and
-`im2col_rules.IM2COL_RULES` take as entries: what the target must offer (`needs_subbyte_maps`,
-`needs_swizzle_atoms`), the packed types' own rules, the 1024-B shared alignment of 128-B swizzles. Below `rules`;
-`blackwell_rules` re-exports every name and adds gather4 / scatter4 maps (sources and status: its docstring)."""
+"""The map rules a spec's target GPU decides, the part of Blackwell's rules that `tiled.rules.RULES` and
+`im2col.rules.IM2COL_RULES` take as entries: what the target must offer (`needs_subbyte_maps`,
+`needs_swizzle_atoms`), the packed types' own rules, the 1024-B shared alignment of 128-B swizzles. Below both;
+`tiled.blackwell_rules` re-exports every name and adds gather4 / scatter4 maps (sources and status: its docstring)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _target_holds(spec, _limit=None) -> bool:
 
 def _check_target(spec, _limit=None):
     """The GPU of the spec's target lacks a map feature: "16U4_ALIGN8B needs sm_100a, sm_103a or sm_120a; the
-    target is sm_90a". A Hopper driver refuses both [seen]."""
+    target is sm_90a". A Hopper driver refuses both."""
     features, target = spec_features(spec), spec_target(spec)
     for feature, what, fix in needed_features(spec):
         if feature not in features:

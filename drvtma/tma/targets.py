@@ -1,6 +1,6 @@
 """Which GPU a tensor map is for: a spec's `target` (sm_90a, sm_100a, sm_103a, sm_120a), checked, and the target a
 spec without one is checked for (the open context's device, else sm_90a). The map rules of each target are in
-`blackwell_rules`; what each GPU offers is `runtime.capabilities`."""
+`target_rules` (and gather4's in `tiled.blackwell_rules`); what each GPU offers is `runtime.capabilities`."""
 
 from __future__ import annotations
 

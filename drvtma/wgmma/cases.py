@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..tma.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
+from ..tma.tiled.spec import SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 from . import oracle
 from .descriptor import SmemDescriptor, WgmmaSwizzle, to_tma_swizzle
 from .dtypes import ALL_TYPES, K_BYTES, M, WgmmaType, wgmma_type

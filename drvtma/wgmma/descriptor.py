@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from enum import IntEnum
 
 from ..errors import WgmmaError, as_int, is_int
-from ..tma.spec import Swizzle
+from ..tma.tiled.spec import Swizzle
 
 FIELD_BITS = 14
 FIELD_LIMIT = 1 << (FIELD_BITS + 4)  # 256 KiB: the largest byte value a 14-bit field of 16-byte units holds

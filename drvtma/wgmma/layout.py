@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import WgmmaError, as_int
-from ..tma.spec import Interleave, TensorMapSpec
+from ..tma.tiled.spec import Interleave, TensorMapSpec
 from .descriptor import SPAN_BYTES, SmemDescriptor, WgmmaSwizzle, from_tma_swizzle, to_tma_swizzle
 from .dtypes import K_BYTES, M, wgmma_type
 from .rules import check_operands

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..errors import WgmmaError
 from ..runtime.driver import Resource, ScratchBuffers
-from ..tma import oracle as tma_oracle
-from ..tma.encode import encode_tiled
-from ..tma.spec import TensorMapSpec
+from ..tma.tiled import oracle as tma_oracle
+from ..tma.tiled.encode import encode_tiled
+from ..tma.tiled.spec import TensorMapSpec
 from . import oracle, rules
 from .descriptor import SmemDescriptor
 from .dtypes import M, WgmmaType, wgmma_type

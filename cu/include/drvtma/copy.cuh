@@ -192,7 +192,7 @@ DRVTMA_S2G("cp.reduce.async.bulk.tensor", ".and.tile.bulk_group", tma_reduce_and
 DRVTMA_S2G("cp.reduce.async.bulk.tensor", ".or.tile.bulk_group", tma_reduce_or)
 DRVTMA_S2G("cp.reduce.async.bulk.tensor", ".xor.tile.bulk_group", tma_reduce_xor)
 
-// Reduction chosen at run time, numbered as drvtma/stores.py's REDUCE_OPS: 0 add, 1 min, 2 max, 3 inc, 4 dec,
+// Reduction chosen at run time, numbered as drvtma/tma/stores/rules.py's REDUCE_OPS: 0 add, 1 min, 2 max, 3 inc, 4 dec,
 // 5 and, 6 or, 7 xor; -1 is a plain store.
 __device__ __forceinline__ void tma_store_or_reduce(int op, const CUtensorMap* map, const void* src, int rank,
                                                     const int* c) {

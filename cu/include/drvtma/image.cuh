@@ -1,5 +1,5 @@
 // drvtma device helper for the load probes: one box loaded into a poisoned shared-memory image that is then
-// copied out whole, so the host can compare every byte (written or not) with drvtma/tma/oracle.py.
+// copied out whole, so the host can compare every byte (written or not) with drvtma/tma/tiled/oracle.py.
 #pragma once
 #include "tma.cuh"
 
@@ -46,7 +46,7 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
 
 // A probe's image and barrier: a 1024-byte aligned image in dynamic shared memory (so the swizzle phase of the
 // destination is exactly `box_offset`, whatever the compiler puts before the dynamic region) and one barrier, freshly
-// initialised for one arrival. Every probe kernel takes the image arguments as drvtma/tma/probe.py passes them:
+// initialised for one arrival. Every probe kernel takes the image arguments as drvtma/tma/tiled/probe.py passes them:
 // box_offset (bytes into the image, a multiple of 128), image_bytes (a multiple of 16), tx_bytes (what the oracle says
 // one load delivers), poison (32-bit pattern for every byte not loaded), images ([gridDim.x][image_bytes / 4]), status.
 struct ProbeImage {

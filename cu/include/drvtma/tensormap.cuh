@@ -1,7 +1,7 @@
 // drvtma device helpers: tensor maps outside the parameter bank (global and __constant__ maps), the acquire fence a
 // CTA needs before it uses a map someone rewrote, prefetch.tensormap, and device-side edits (tensormap.replace on a
 // copy in shared memory, published with tensormap.cp_fenceproxy). sm_90a only (tensormap.replace).
-// Field numbers and PTX value codes are the host's drvtma/tma/replace.py (FIELDS); keep the two the same.
+// Field numbers and PTX value codes are the host's drvtma/tma/maps/replace.py (FIELDS); keep the two the same.
 #pragma once
 #include "common.cuh"
 
@@ -105,7 +105,7 @@ __device__ __forceinline__ bool tensormap_replace_field3(CUtensorMap* smem_map, 
     }
 }
 
-// One edit as the host sends it (drvtma/tma/replace.py Edit.to_words): field, ord, value (low, high 32 bits).
+// One edit as the host sends it (drvtma/tma/maps/replace.py Edit.to_words): field, ord, value (low, high 32 bits).
 struct TmapEdit { int field; int ord; u32 lo; u32 hi; };
 
 // Apply one edit to a map in shared memory; false for a field/ord/value PTX has no encoding for (nothing written).

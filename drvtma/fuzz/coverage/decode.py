@@ -1,5 +1,5 @@
 """Coverage of the decode round trip (tests/test_tensormap_global_gpu.py): driver-encoded maps of random valid specs
-decoded by drvtma.tma.decode.
+decoded by drvtma.tma.tiled.decode.
 
 Classes: every enum value per rank (dtype, interleave, swizzle, L2 promotion, fill); per rank and axis (NumPy
 order) the dim, stride, box and element-stride classes; every pair of enum values. A class is in the universe when
@@ -15,9 +15,10 @@ from typing import cast
 
 import numpy as np
 
-from ...tma import blackwell_rules, rules
-from ...tma import spec as S
+from ...tma import target_rules
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
+from ...tma.tiled import rules
+from ...tma.tiled import spec as S
 from .core import CoverageModel, Universe, completions, name
 
 # (label, lo, hi): where a field's encoding changes (dim - 1 in 32 bits, stride >> 4 in 36 bits, box - 1 in 8 bits)
@@ -47,7 +48,7 @@ def _canonical(v: dict) -> S.TensorMapSpec:
     r, dt = v["rank"], v["dtype"]
     il, sw = v["interleave"], v["swizzle"]
     s, align = dt.itemsize, rules.address_alignment(il)
-    inner = blackwell_rules.PACKED_BOX if dt.bits else 16 // s
+    inner = target_rules.PACKED_BOX if dt.bits else 16 // s
     shape, box, es = [1] * r, [2] * r, [1] * r
     shape[-1], box[-1] = inner, inner
     a = cast(int, v.get("axis"))  # there whenever a per-axis field (dim, box, es, stride) is
@@ -84,7 +85,7 @@ def _verdict(assignment: dict, domains: dict):
         broken = _broken(values)
         if not broken:
             return "ok"
-        if refused is None and broken <= blackwell_rules.NEEDS_RULES:
+        if refused is None and broken <= target_rules.NEEDS_RULES:
             refused = ", ".join(sorted(broken))
     return refused
 

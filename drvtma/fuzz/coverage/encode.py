@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 from collections import Counter
 
-from ...tma.im2col_rules import IM2COL_RULES, validate_im2col
-from ...tma.im2col_spec import IM2COL_RANKS
-from ...tma.rules import RULES, validate_all
-from ...tma.spec import Interleave, L2Promotion, OobFill, Swizzle
+from ...tma.im2col.rules import IM2COL_RULES, validate_im2col
+from ...tma.im2col.spec import IM2COL_RANKS
+from ...tma.tiled.rules import RULES, validate_all
+from ...tma.tiled.spec import Interleave, L2Promotion, OobFill, Swizzle
 from . import im2col as im2col_model
 from . import tiled as tiled_model
 from .core import CoverageModel, Universe, case_pairs, name

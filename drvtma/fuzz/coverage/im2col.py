@@ -15,10 +15,10 @@ import numpy as np
 
 from ...errors import RuleError
 from ...testing.strategies import ADDRESS_BASE
-from ...tma import im2col_oracle as oracle
-from ...tma.im2col_rules import validate_im2col
-from ...tma.im2col_spec import IM2COL_RANKS, SPATIAL_NAMES, Im2colSpec
-from ...tma.spec import Interleave, L2Promotion, OobFill, Swizzle
+from ...tma.im2col import oracle
+from ...tma.im2col.rules import validate_im2col
+from ...tma.im2col.spec import IM2COL_RANKS, SPATIAL_NAMES, Im2colSpec
+from ...tma.tiled.spec import Interleave, L2Promotion, OobFill, Swizzle
 from .core import (
     BOUNDARIES,
     EXTENTS,

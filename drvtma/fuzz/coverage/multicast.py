@@ -15,9 +15,9 @@ import numpy as np
 
 from ...cluster import multicast as M
 from ...errors import ClusterError
-from ...tma import blackwell_rules
-from ...tma import spec as S
+from ...tma import target_rules
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
+from ...tma.tiled import spec as S
 from .core import BOUNDARIES, CoverageModel, Universe, boundaries, case_pairs, count_names, name, pairwise
 from .decode import _broken
 
@@ -59,7 +59,7 @@ def _map_verdict(**values):
     broken = _broken(v)
     if not broken:
         return "ok"
-    return ", ".join(sorted(broken)) if broken <= blackwell_rules.NEEDS_RULES else None
+    return ", ".join(sorted(broken)) if broken <= target_rules.NEEDS_RULES else None
 
 
 class MulticastModel(CoverageModel):

@@ -24,11 +24,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import StoreStraddleWarning, TensorMapError
-from ...tma import stores as S
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
-from ...tma.rules import validate_all
-from ...tma.spec import L2Promotion, Swizzle, TensorMapSpec
+from ...tma.stores import rules as S
+from ...tma.stores.cases import StoreCase, check_case
 from ...tma.targets import spec_target
+from ...tma.tiled.rules import validate_all
+from ...tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from . import tiled
 from .core import (
     AXIS_FIELDS,
@@ -51,7 +52,7 @@ def enum_label(member) -> str:
     return getattr(member, "name", str(member))
 
 
-def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
+def axis_classes(case: StoreCase) -> list[tuple[int, str, str]]:
     """(axis, field, value) of every per-axis class `case` falls into."""
     spec, coords = case.spec, case.coords
     assert spec.element_strides is not None  # __post_init__ fills it
@@ -72,18 +73,18 @@ def axis_classes(case: S.StoreCase) -> list[tuple[int, str, str]]:
     return out
 
 
-def enum_values(case: S.StoreCase, with_op: bool) -> dict:
+def enum_values(case: StoreCase, with_op: bool) -> dict:
     spec = case.spec
     values = {"dtype": spec.dtype.map_type.name, "swizzle": enum_label(spec.swizzle), "l2": enum_label(spec.l2_promotion)}
     return {**values, "op": case.op} if with_op else values
 
 
-def broken(case: S.StoreCase) -> list[str]:
+def broken(case: StoreCase) -> list[str]:
     """The rules `case` breaks (the first one check_case raises), or the pseudo-rule of an unmodelled store type."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StoreStraddleWarning)
-            S.check_case(case)
+            check_case(case)
     except TensorMapError as error:
         return [error.rule]
     if case.op == S.STORE and case.spec.dtype not in S.STORE_DTYPES:
@@ -101,8 +102,8 @@ def canonical_spec(rank: int, dtype, swizzle=Swizzle.NONE, l2=L2Promotion.NONE) 
                                 l2_promotion=l2)
 
 
-def geometry_case(base: S.StoreCase, axis: int, n: int, b: int, e: int = 1, c: int = 0,
-                  pad: int = 0) -> S.StoreCase:
+def geometry_case(base: StoreCase, axis: int, n: int, b: int, e: int = 1, c: int = 0,
+                  pad: int = 0) -> StoreCase:
     """`base` with axis `axis` of extent n, box b, element stride e, coordinate c (in 16-byte chunks on the inner
     axis, elements on outer ones) and its stride padded by `pad` chunks; the other axes one box row of two."""
     spec = base.spec
@@ -116,10 +117,10 @@ def geometry_case(base: S.StoreCase, axis: int, n: int, b: int, e: int = 1, c: i
         strides[k] = shape[k + 1] * strides[k + 1] + (S.CHUNK_BYTES * pad if k == axis else 0)
     geometry = spec.replace(shape=tuple(shape), box=tuple(box), element_strides=tuple(es),
                             strides_bytes=tuple(strides))
-    return S.StoreCase(geometry, tuple(coords), base.op)
+    return StoreCase(geometry, tuple(coords), base.op)
 
 
-def axis_candidates(base: S.StoreCase, axis: int) -> dict:
+def axis_candidates(base: StoreCase, axis: int) -> dict:
     """(field, value) -> a case of that class on `axis`: one per value of every per-axis field."""
     g = functools.partial(geometry_case, base, axis)
     out = {("element_stride", "1"): g(4, 4), ("element_stride", "divides"): g(4, 4, 2),
@@ -135,7 +136,7 @@ def axis_candidates(base: S.StoreCase, axis: int) -> dict:
     return out
 
 
-def fixed_candidates(case: S.StoreCase, axis: int) -> list[S.StoreCase]:
+def fixed_candidates(case: StoreCase, axis: int) -> list[StoreCase]:
     """A fixed map's reach on `axis`, as its builders draw coordinates (outer 0..n, inner chunks 0..ceil(n/unit)):
     at 0, the last coordinate inside and the first past the end (the boundary class only grows with the
     coordinate), and one chunk before 0."""
@@ -146,7 +147,7 @@ def fixed_candidates(case: S.StoreCase, axis: int) -> list[S.StoreCase]:
     for c in (0, past - step, past, -step):
         coords = list(case.coords)
         coords[axis] = c
-        out.append(S.StoreCase(spec, tuple(coords), case.op))
+        out.append(StoreCase(spec, tuple(coords), case.op))
     return out
 
 
@@ -212,7 +213,7 @@ def _universe(ops: tuple, user_key: str | None, target: str, tables: tuple) -> U
     @functools.lru_cache(maxsize=None)
     def check_key(dtype, swizzle, l2, op, rank):
         spec = user if user is not None else spec_of(rank, dtype, swizzle, l2)
-        return map_rules(spec) or tuple(broken(S.StoreCase(spec, (0,) * rank, op)))
+        return map_rules(spec) or tuple(broken(StoreCase(spec, (0,) * rank, op)))
 
     def check(v: dict) -> list[str]:
         return list(check_key(v["dtype"], v["swizzle"], v["l2"], v["op"], v["rank"]))
@@ -262,7 +263,7 @@ def _axis_universe(rank: int, domains: dict, check, user, put) -> None:
     else:
         return  # no map of this rank at all: every class of it is refused above
     op = values["op"]
-    base = S.StoreCase(user if user is not None else canonical_spec(rank, values["dtype"], values["swizzle"],
+    base = StoreCase(user if user is not None else canonical_spec(rank, values["dtype"], values["swizzle"],
                                                                      values["l2"]), (0,) * rank, op)
     for axis in range(rank):
         if user is None:

@@ -15,10 +15,10 @@ import numpy as np
 
 from ...errors import RuleError
 from ...testing.strategies import ADDRESS_BASE
-from ...tma import oracle
 from ...tma.dtypes import ALL_DTYPES, PACKED_DTYPES
-from ...tma.rules import validate_all
-from ...tma.spec import MAX_RANK, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
+from ...tma.tiled import oracle
+from ...tma.tiled.rules import validate_all
+from ...tma.tiled.spec import MAX_RANK, Interleave, L2Promotion, OobFill, Swizzle, TensorMapSpec
 from .core import (
     AXIS_FIELDS,
     CoverageModel,

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import cast
 
 from ...errors import TensorMapError, WgmmaError
-from ...tma.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
+from ...tma.tiled.spec import SM90_SWIZZLES, SWIZZLE_SPAN_BYTES, Swizzle, TensorMapSpec
 from ...wgmma import cases as wc
 from ...wgmma import probe as wp
 from ...wgmma import rules

@@ -1,0 +1,170 @@
+"""The batched GPU runner of tensor stores, reductions and bulk stores (cu/tma/store_probe.cu, one box per CTA),
+compared byte for byte, guards included, with the stores `oracle`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...runtime import driver
+from ..tiled.encode import encode_tiled
+from ..tiled.rules import round_up
+from .cases import StoreCase, check_case, random_values
+from .oracle import apply_store, smem_from_box
+from .rules import CHUNK_BYTES, OP_CODES, STORE, SWIZZLE_PERIOD, check_bulk_store
+
+# Mirrors struct StoreJob / BulkStoreJob in cu/tma/store_probe.cu.
+STORE_JOB_DTYPE = np.dtype([("image_offset", "<i8"), ("image_bytes", "<u4"), ("smem_offset", "<u4"),
+                            ("rank", "<i4"), ("op", "<i4"), ("coords", "<i4", (5,)), ("pad", "<i4")])
+BULK_JOB_DTYPE = np.dtype([("src_offset", "<i8"), ("dst_offset", "<i8"), ("bytes", "<u4"), ("pad", "<u4")])
+GUARD_BYTES = 512  # poison before and after every tensor, to catch stray writes
+PROBE_THREADS = 128
+_SMEM_SLACK = 2 * SWIZZLE_PERIOD  # worst-case realignment to 1024 plus a source offset below 1024
+
+
+@dataclass
+class CaseResult:
+    case: StoreCase
+    base_offset: int  # tensor base, bytes into the batch buffer
+    mismatched_bytes: np.ndarray  # offsets (into the batch buffer) of bytes that differ from the oracle
+    box: np.ndarray  # the box the store wrote (loaded_counts shape, dtype carrier)
+
+    @property
+    def ok(self) -> bool:
+        return self.mismatched_bytes.size == 0
+
+
+@dataclass
+class StoreBatchResult:
+    cases: list[CaseResult]
+    before: np.ndarray  # the whole buffer as uploaded (poison, tensors)
+    expected: np.ndarray
+    got: np.ndarray
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        return [c for c in self.cases if not c.ok]
+
+    def report(self, limit: int = 3) -> str:
+        """The first failing cases with their first mismatching bytes (offset from the tensor base)."""
+        lines = []
+        for c in self.failures[:limit]:
+            rel = c.mismatched_bytes[:8]
+            detail = ", ".join(f"{int(o) - c.base_offset:+d}: want {self.expected[o]:#04x} got {self.got[o]:#04x}"
+                               for o in rel)
+            lines.append(f"{c.mismatched_bytes.size} byte(s) differ for {c.case.describe()}\n  {detail}")
+        return "\n".join(lines) or "no mismatches"
+
+
+def _probe_module():
+    from ...runtime.kernel import load_module
+
+    return load_module("tma/store_probe.cu")
+
+
+def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True,
+                    initial=None, sources=None) -> StoreBatchResult:
+    """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
+    buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
+    box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process)."""
+    rng = rng if rng is not None else np.random.default_rng()
+    cases = list(cases)
+    if check:
+        for case in cases:
+            check_case(case)
+    # Layout: [guard][tensor, extent rounded to 16][guard] per case, each region 1024-aligned.
+    regions, bases, pos = [], [], 0
+    for case in cases:
+        start = pos
+        base = start + GUARD_BYTES
+        end = round_up(base + round_up(case.spec.extent_bytes, CHUNK_BYTES) + GUARD_BYTES, SWIZZLE_PERIOD)
+        regions.append((start, end))
+        bases.append(base)
+        pos = end
+    memory = rng.integers(0, 256, max(pos, 16), dtype=np.uint8)
+    images, boxes, image_offsets, ipos = [], [], [], 0
+    for i, case in enumerate(cases):
+        spec = case.spec
+        if initial is not None and initial[i] is not None:
+            init = np.asarray(initial[i], dtype=np.uint8).reshape(-1)
+        else:
+            nelem = round_up(spec.extent_bytes, CHUNK_BYTES) // spec.itemsize
+            init = random_values(spec.dtype, case.op, nelem, rng).view(np.uint8)
+        memory[bases[i]:bases[i] + init.size] = init
+        n = math.prod(spec.loaded_counts)
+        box = (np.asarray(sources[i], dtype=spec.dtype.numpy).reshape(spec.loaded_counts)
+               if sources is not None and sources[i] is not None
+               else random_values(spec.dtype, case.op, n, rng).reshape(spec.loaded_counts))
+        boxes.append(box)
+        pad = rng.integers(0, 256, spec.smem_bytes, dtype=np.uint8)  # row padding is random: reading it shows
+        images.append(smem_from_box(spec, box, case.smem_offset, pad))
+        image_offsets.append(ipos)
+        ipos += spec.smem_bytes
+    expected = memory.copy()
+    written = [apply_store(expected, bases[i], c.spec, c.coords, boxes[i], c.op).count
+               if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(cases)]
+
+    jobs = np.zeros(len(cases), STORE_JOB_DTYPE)
+    for i, case in enumerate(cases):
+        jobs[i]["image_offset"] = image_offsets[i]
+        jobs[i]["image_bytes"] = case.spec.smem_bytes
+        jobs[i]["smem_offset"] = case.smem_offset
+        jobs[i]["rank"] = case.spec.rank
+        jobs[i]["op"] = OP_CODES[case.op]
+        tma = case.spec.tma_coordinates(case.coords)
+        jobs[i]["coords"][:len(tma)] = tma
+    image_blob = np.concatenate(images) if images else np.zeros(16, np.uint8)
+    max_image = max((c.spec.smem_bytes for c in cases), default=16)
+    kernel = _probe_module().kernel("store_probe")
+    with driver.DeviceBuffer(memory.size) as gmem, driver.DeviceBuffer(128 * max(len(cases), 1)) as maps_buf, \
+            driver.DeviceBuffer.from_array(jobs) as jobs_buf, driver.DeviceBuffer.from_array(image_blob) as img_buf:
+        gmem.upload(memory)
+        maps = np.zeros((max(len(cases), 1), 128), np.uint8)
+        for i, case in enumerate(cases):
+            # validate=False: check_case validated every case above (or the caller asked for no checks)
+            tmap = encode_tiled(case.spec, gmem.ptr + bases[i], validate=False)
+            maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
+        maps_buf.upload(maps)
+        kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
+                      shared_mem=max_image + _SMEM_SLACK)
+        got = gmem.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the launch
+    results = []
+    for i, case in enumerate(cases):
+        lo, hi = regions[i]
+        diff = np.flatnonzero(expected[lo:hi] != got[lo:hi]) + lo
+        results.append(CaseResult(case, bases[i], diff, boxes[i]))
+    counts = {"cases": len(cases), "stores": sum(c.op == STORE for c in cases),
+              "reductions": sum(c.op != STORE for c in cases), "elements_written": int(sum(written))}
+    return StoreBatchResult(results, memory, expected, got, counts)
+
+
+def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None):
+    """1D bulk stores, one per CTA: `jobs_spec` is [(dst_offset, nbytes)], non-overlapping. Returns (expected, got)
+    over a poisoned destination buffer."""
+    rng = rng if rng is not None else np.random.default_rng()
+    jobs_spec = [(int(o), int(n)) for o, n in jobs_spec]
+    for o, n in jobs_spec:
+        check_bulk_store(o, n)
+    ends = sorted((o, o + n) for o, n in jobs_spec)
+    if any(b[0] < a[1] for a, b in zip(ends, ends[1:])):
+        raise ValueError("bulk store destinations overlap; one CTA per destination range")
+    size = max(e for _, e in ends) + GUARD_BYTES if ends else 16
+    dst = rng.integers(0, 256, size, dtype=np.uint8)
+    src_total = sum(n for _, n in jobs_spec)
+    src = rng.integers(0, 256, max(src_total, 16), dtype=np.uint8)
+    jobs = np.zeros(len(jobs_spec), BULK_JOB_DTYPE)
+    expected, spos = dst.copy(), 0
+    for i, (o, n) in enumerate(jobs_spec):
+        jobs[i]["src_offset"], jobs[i]["dst_offset"], jobs[i]["bytes"] = spos, o, n
+        expected[o:o + n] = src[spos:spos + n]
+        spos += n
+    kernel = _probe_module().kernel("bulk_store_probe")
+    with driver.DeviceBuffer.from_array(dst) as dbuf, driver.DeviceBuffer.from_array(src) as sbuf, \
+            driver.DeviceBuffer.from_array(jobs) as jbuf:
+        kernel.launch(jbuf, sbuf, dbuf, len(jobs_spec), grid=max(len(jobs_spec), 1), block=PROBE_THREADS,
+                      shared_mem=max((n for _, n in jobs_spec), default=16))
+        got = dbuf.download(np.uint8, (size,))  # a synchronous copy: it waits for the launch
+    return expected, got
