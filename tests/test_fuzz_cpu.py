@@ -489,3 +489,17 @@ def test_the_oracle_bench_times_every_target_on_the_cpu(tmp_path):
     bad = subprocess.run([sys.executable, str(script), "--targets", "encode"], capture_output=True, text=True,
                          env=child_env(), timeout=60)
     assert bad.returncode == 2 and "--targets" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_recording_chooser_draws_the_words_of_its_blocks_in_the_same_order_however_it_converts_them():
+    """Words come from blocks of 4,096 (a NumPy Generator's integers), each used from its end; converting a block a
+    chunk at a time changes nothing a campaign draws, across block ends too."""
+    from drvtma.fuzz import choosers
+
+    ch = choosers.RecordingChooser(np.random.default_rng(0).bit_generator.seed_seq)
+    got = [ch.integer(0, (1 << 62) - 1) for _ in range(3 * choosers._WORDS + 5)]
+    rng = np.random.default_rng(np.random.default_rng(0).bit_generator.seed_seq)
+    want = []
+    while len(want) < len(got):
+        want += rng.integers(0, 1 << 63, choosers._WORDS, dtype=np.int64).tolist()[::-1]
+    assert got == [w % (1 << 62) for w in want[:len(got)]] and ch.trace == got

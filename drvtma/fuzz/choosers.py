@@ -13,18 +13,27 @@ import numpy as np
 
 CHANCE_STEPS = 100  # chance(p) is an integer 0..99: the top int(p * 100) values mean True
 _WORDS = 4096
+_CHUNK = 64
 
 
 class RecordingChooser:
-    """Seeded draws (64-bit words from a NumPy Generator, drawn in blocks) that keep the trace of choices."""
+    """Seeded draws (64-bit words from a NumPy Generator, drawn in blocks of `_WORDS`, used from the block's end)
+    that keep the trace of choices. A block becomes Python ints `_CHUNK` words at a time: most cases use a few
+    dozen words, and converting all 4,096 cost more than the case's own choices."""
 
     def __init__(self, seed) -> None:
         self._rng = np.random.default_rng(seed)
+        self._block = np.empty(0, dtype=np.int64)
+        self._left = 0  # words of the block not yet converted (its first `_left`)
         self._words: list[int] = []
         self.trace: list[int] = []
 
     def _refill(self) -> list[int]:
-        self._words = self._rng.integers(0, 1 << 63, _WORDS, dtype=np.int64).tolist()
+        if not self._left:
+            self._block, self._left = self._rng.integers(0, 1 << 63, _WORDS, dtype=np.int64), _WORDS
+        start = max(0, self._left - _CHUNK)
+        self._words = self._block[start:self._left].tolist()  # popped from the end: the block's order, reversed
+        self._left = start
         return self._words
 
     def integer(self, lo: int, hi: int) -> int:
