@@ -13,7 +13,7 @@ import pytest
 
 from drvtma.cli.main import main
 from drvtma.errors import ArgumentError
-from drvtma.fuzz.kernel import LoadKernel, StoreKernel, load_kernel
+from drvtma.fuzz.kernel import LoadKernel, StoreKernel, batched, load_kernel
 from drvtma.fuzz.user import KernelMismatch, fuzz_kernel
 from drvtma.tma.tiled.spec import TensorMapSpec
 
@@ -42,7 +42,9 @@ def _shrunk(out: Path, name: str) -> tuple[Path, dict]:
 
 
 @pytest.mark.parametrize("bug, direction, small", [("off_by_one", "loads", 64), ("no_swizzle", "loads", 1024),
-                                                   ("store_skips_last_chunk", "stores", 64)])
+                                                   ("store_skips_last_chunk", "stores", 64),
+                                                   ("off_by_one_batched", "loads", 64),
+                                                   ("store_skips_last_chunk_batched", "stores", 64)])
 def test_a_planted_bug_is_found_shrunk_and_replayed(bug, direction, small, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the kernel is named by a path relative to here, as a user would
     (tmp_path / "kernels.py").write_text(KERNELS.read_text())
@@ -140,3 +142,28 @@ def test_bound_by_names_a_slow_oracle(monkeypatch):
     monkeypatch.setattr(K, "expected_boxes", _slow(K.expected_boxes, 0.02))
     result, _ = fuzz_kernel(B.load_images, direction="loads", examples=12, seed=2)
     assert bound_by(result.timing).startswith("oracle"), result.timing
+
+
+@pytest.mark.parametrize("one, many, direction", [(B.load_images, B.load_images_batched, "loads"),
+                                                  (B.store, B.store_batched, "stores"),
+                                                  (B.store, B.store_batched, "reductions")])
+def test_a_batched_kernel_sees_the_same_cases_once_per_batch(one, many, direction):
+    """The batched protocol: one call per batch with the batch's calls; the same seed gives the same cases, counts
+    and verdicts as the one-case protocol."""
+    calls = []
+
+    @batched
+    def counting(batch):
+        calls.append(len(batch))
+        return many(batch)
+
+    single, _ = fuzz_kernel(one, direction=direction, examples=40, seed=5)
+    batch, _ = fuzz_kernel(counting, direction=direction, examples=40, seed=5)
+    assert (batch.cases, batch.size, batch.mismatches, batch.by_label) == \
+        (single.cases, single.size, single.mismatches, single.by_label) and batch.mismatches == 0
+    assert sum(calls) == 40 and len(calls) < 40 and max(calls) > 1
+
+
+def test_a_batched_kernel_that_returns_too_few_results_is_named():
+    with pytest.raises(ArgumentError, match="list of 8 results"):
+        fuzz_kernel(B.one_result_short, examples=8, shrink=False)

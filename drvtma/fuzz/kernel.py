@@ -13,7 +13,7 @@ import importlib.util
 import inspect
 import sys
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -66,6 +66,48 @@ class StoreKernel(Protocol):
 
     def __call__(self, memory: np.ndarray, base: int, spec: TensorMapSpec, coords: np.ndarray, box: np.ndarray,
                  op: str) -> np.ndarray: ...
+
+
+class LoadCall(NamedTuple):
+    """One call of a `LoadKernel`, as a batched kernel receives it (the same four arguments)."""
+
+    memory: np.ndarray
+    base: int
+    spec: TensorMapSpec
+    coords: np.ndarray
+
+
+class StoreCall(NamedTuple):
+    """One call of a `StoreKernel`, as a batched kernel receives it (the same six arguments)."""
+
+    memory: np.ndarray
+    base: int
+    spec: TensorMapSpec
+    coords: np.ndarray
+    box: np.ndarray
+    op: str
+
+
+def batched(run):
+    """Mark `run` as a batched kernel: drvtma calls it once per batch of cases with a list of `LoadCall` (or
+    `StoreCall`) and takes back a list of results, one per call, each as the one-case protocol returns it. A kernel
+    whose call costs more than its work (a synchronisation, a Python-side launch) launches them all, then waits once.
+    """
+    run.drvtma_batched = True
+    return run
+
+
+def is_batched(run) -> bool:
+    return bool(getattr(run, "drvtma_batched", False))
+
+
+def batch_results(results, n: int) -> list:
+    """A batched kernel's return value checked: a sequence of n results."""
+    if isinstance(results, np.ndarray) or not hasattr(results, "__len__") or len(results) != n:
+        got = f"{type(results).__name__}" + (f" of {len(results)}" if hasattr(results, "__len__") else "")
+        raise ArgumentError("kernel_result", "the batched kernel's return value", got,
+                            f"return a list of {n} results, one per call, in the order of the calls")
+    return list(results)
 
 
 # ---------------------------------------------------------------------------------------------- references

@@ -99,18 +99,37 @@ class KernelLoadsSession(Session):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
 
+    def check(self, cases) -> list[Outcome]:
+        if not K.is_batched(self.run):
+            return [self.check_one(case) for case in cases]
+        t0 = time.perf_counter()
+        memories = [K.load_memory(case.spec, case.data_seed) for case in cases]
+        t1 = time.perf_counter()
+        results = K.batch_results(self.run([K.LoadCall(m.copy(), K.GUARD_BYTES, c.spec, c.coords.copy())
+                                            for m, c in zip(memories, cases)]), len(cases))
+        _add_times(self, data=t1 - t0, kernel=time.perf_counter() - t1)
+        return [self._compare(c, m, r) for c, m, r in zip(cases, memories, results)]
+
     def check_one(self, case: KernelLoadCase) -> Outcome:
+        if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
+            return self.check([case])[0]
         t0 = time.perf_counter()
         memory = K.load_memory(case.spec, case.data_seed)
-        n = len(case.coords)
         t1 = time.perf_counter()
         result = self.run(memory.copy(), K.GUARD_BYTES, case.spec, case.coords.copy())
+        _add_times(self, data=t1 - t0, kernel=time.perf_counter() - t1)
+        return self._compare(case, memory, result)
+
+    def _compare(self, case: KernelLoadCase, memory: np.ndarray, result) -> Outcome:
+        """The kernel's `result` for `case` against the oracle (the result's check counts as the kernel's time)."""
+        n = len(case.coords)
+        t1 = time.perf_counter()
         got = K.load_result_boxes(result, case.spec, n)
         t2 = time.perf_counter()
         want = K.expected_boxes(case.spec, memory, case.coords)
         t3 = time.perf_counter()
         bad = np.flatnonzero((got.reshape(n, -1) != want.reshape(n, -1)).any(axis=1)).tolist()
-        _add_times(self, data=t1 - t0, kernel=t2 - t1, oracle=t3 - t2, compare=time.perf_counter() - t3)
+        _add_times(self, kernel=t2 - t1, oracle=t3 - t2, compare=time.perf_counter() - t3)
         if not bad:
             return Outcome(True)
         first = bad[0]
@@ -220,7 +239,8 @@ class KernelStoresSession(Session):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
 
-    def check_one(self, c: StoreFuzzCase) -> Outcome:
+    def _prepare(self, c: StoreFuzzCase) -> tuple:
+        """(the case's memory, what the oracle says memory holds after it, the kernel's call)."""
         spec, op = c.case.spec, c.case.op
         t0 = time.perf_counter()
         initial, box = c.data()
@@ -228,13 +248,35 @@ class KernelStoresSession(Session):
         t1 = time.perf_counter()
         want = memory.copy()
         apply_store(want, K.GUARD_BYTES, spec, c.case.coords, box, op)
+        _add_times(self, data=t1 - t0, oracle=time.perf_counter() - t1)
+        return memory, want, K.StoreCall(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64),
+                                         box.copy(), op)
+
+    def check(self, cases) -> list[Outcome]:
+        if not K.is_batched(self.run):
+            return [self.check_one(case) for case in cases]
+        prepared = [self._prepare(c) for c in cases]
+        t = time.perf_counter()
+        results = K.batch_results(self.run([call for _, _, call in prepared]), len(cases))
+        _add_times(self, kernel=time.perf_counter() - t)
+        return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, prepared, results)]
+
+    def check_one(self, c: StoreFuzzCase) -> Outcome:
+        if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
+            return self.check([c])[0]
+        memory, want, call = self._prepare(c)
+        t = time.perf_counter()
+        result = self.run(*call)
+        _add_times(self, kernel=time.perf_counter() - t)
+        return self._compare(c, memory, want, result)
+
+    def _compare(self, c: StoreFuzzCase, memory: np.ndarray, want: np.ndarray, result) -> Outcome:
+        spec, op = c.case.spec, c.case.op
         t2 = time.perf_counter()
-        result = self.run(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64), box.copy(),
-                          op)
         got = K.store_result_memory(result, memory)
         t3 = time.perf_counter()
         wrong = int((got != want).sum())
-        _add_times(self, data=t1 - t0, oracle=t2 - t1, kernel=t3 - t2, compare=time.perf_counter() - t3)
+        _add_times(self, kernel=t3 - t2, compare=time.perf_counter() - t3)
         if not wrong:
             return Outcome(True)
         diffs = K.memory_differences(spec, got, want)

@@ -4,6 +4,7 @@ skips the last 16-byte chunk of each row)."""
 
 import numpy as np
 
+from drvtma.fuzz.kernel import batched
 from drvtma.tma.stores import CHUNK_BYTES, apply_store, reduce_values, store_targets
 from drvtma.tma.tiled import oracle
 
@@ -87,3 +88,30 @@ def image_store(memory, base, spec, coords, box, op):
 
 def image_store_skips_chunk(memory, base, spec, coords, box, op):
     return _image_store(memory, base, spec, coords, box, op, skip_last_chunk=True)
+
+
+# ---- the batched protocol (drvtma.fuzz.kernel.batched): one call per batch of cases
+
+@batched
+def load_images_batched(calls):
+    return [load_images(*call) for call in calls]
+
+
+@batched
+def off_by_one_batched(calls):
+    return [off_by_one(*call) for call in calls]
+
+
+@batched
+def store_batched(calls):
+    return [store(*call) for call in calls]
+
+
+@batched
+def store_skips_last_chunk_batched(calls):
+    return [store_skips_last_chunk(*call) for call in calls]
+
+
+@batched
+def one_result_short(calls):
+    return [load_images(*call) for call in calls][:-1]
