@@ -80,12 +80,12 @@ def test_the_command_line_audits_each_library(name, tmp_path):
     for m in maps[:6]:
         record_figure({"test": "audit_map", "program": name, "libraries": m["libraries"], "mode": m["mode"],
                        "spec": (m["spec"] or "").splitlines()[:3], "encoded": len(m["encoded_by"]),
-                       "launched": [{"kernel": u["kernel"][:60], "parameter": u["parameter"], "offset": u["offset"],
+                       "launched": [{"kernel": (u["kernel"] or "")[:60], "parameter": u["parameter"], "offset": u["offset"],
                                      "launches": u["launches"]} for u in m["launched_by"][:2]],
                        "hints": m["hints"][:3], "rules_broken": [r["rule"] for r in m["rules_broken"]]})
     for x in data["launches"][:4]:
         if x["unreadable"]:
-            record_figure({"test": "audit_unreadable", "program": name, "kernel": x["kernel"][:60],
+            record_figure({"test": "audit_unreadable", "program": name, "kernel": (x["kernel"] or "")[:60],
                            "launches": x["launches"], "why": x["unreadable"]})
     # every map seen both ways (encoded and launched) decodes to its encode call's arguments
     both = [m for m in maps if m["encoded_by"] and m["launched_by"]]

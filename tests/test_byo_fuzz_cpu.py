@@ -167,3 +167,5 @@ def test_a_batched_kernel_sees_the_same_cases_once_per_batch(one, many, directio
 def test_a_batched_kernel_that_returns_too_few_results_is_named():
     with pytest.raises(ArgumentError, match="list of 8 results"):
         fuzz_kernel(B.one_result_short, examples=8, shrink=False)
+    with pytest.raises(ArgumentError, match="decorate a function"):
+        batched([].append)  # a builtin method: nothing to mark

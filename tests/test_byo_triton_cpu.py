@@ -77,6 +77,9 @@ def test_a_signature_pool_is_for_the_triton_strategy_only(tmp_path):
         KERNEL_LOADS.configure(kernel="k.py:run", strategy="drvtma", signatures=8)
     with pytest.raises(ArgumentError, match="max_boxes"):
         KERNEL_LOADS.configure(kernel="k.py:run", max_boxes=0)
+    for wrong in (10**9, -1, "8"):  # a pool larger than any campaign's signatures would never fill: refused
+        with pytest.raises(ArgumentError, match="signatures"):
+            KERNEL_LOADS.configure(kernel="k.py:run", strategy="triton", signatures=wrong)
     assert KERNEL_LOADS.configure(kernel="k.py:run", strategy="triton", signatures=8, signature_seed=5,
                                   max_boxes=64).items() >= {"signatures": 8, "signature_seed": 5, "max_boxes": 64}.items()
     assert main(["fuzz", "loads", "--signatures", "4", "--fake-device", "--out", str(tmp_path)]) == 2

@@ -193,3 +193,14 @@ def test_every_step_of_the_full_run_has_a_row_in_the_committed_report():
                             text=True).stdout
     missing = [name for name in full if f"| {name} | " not in report]
     assert not missing, f"the committed report lacks steps of the full run: {missing}"
+
+def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(monkeypatch, capsys):
+    names = [s["name"] for s in gpu_check.steps(False, workers=8, fuzz_shards=4)]
+    assert {"fuzz_loads_4_shards", "fuzz_stores_4_shards", "fuzz_reductions_4_shards"} <= set(names)
+    step = next(s for s in gpu_check.steps(False, workers=8, fuzz_shards=4) if s["name"] == "fuzz_loads_4_shards")
+    assert step["cmd"][step["cmd"].index("--devices") + 1] == "0,0,0,0"
+    assert not [n for n in gpu_check.steps(False, workers=8) if "shards" in n["name"]]
+    monkeypatch.setattr("sys.argv", ["gpu-check", "--fuzz-shards", "1"])
+    with pytest.raises(SystemExit) as done:
+        gpu_check.main()
+    assert done.value.code == 2 and "--fuzz-shards" in capsys.readouterr().err

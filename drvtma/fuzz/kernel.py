@@ -93,7 +93,11 @@ def batched(run):
     `StoreCall`) and takes back a list of results, one per call, each as the one-case protocol returns it. A kernel
     whose call costs more than its work (a synchronisation, a Python-side launch) launches them all, then waits once.
     """
-    run.drvtma_batched = True
+    try:
+        run.drvtma_batched = True
+    except AttributeError:  # a bound method, a builtin: nothing to mark
+        raise ArgumentError("kernel_reference", "run", type(run).__name__, "decorate a function or a callable "
+                            "object of your own with @batched") from None
     return run
 
 

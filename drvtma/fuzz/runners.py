@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArgumentError, StoreStraddleWarning
-from ..runtime.driver import Resource
+from ..runtime.driver import Resource, ScratchBuffers
 from ..runtime.status import StatusBuffer
 from ..tma.stores import CHUNK_BYTES, OP_CODES, check_store_coordinates, check_store_spec, smem_from_box
 from ..tma.tiled.encode import encode_tiled
@@ -65,8 +65,6 @@ class RunnerBuffers(Resource):
     coordinates, the output and the image, and one status record. Closed with the runner or at exit."""
 
     def __init__(self):
-        from ..runtime.driver import ScratchBuffers
-
         self.scratch = ScratchBuffers(minimum=1 << 16)
         self.status = StatusBuffer()
 

@@ -117,6 +117,7 @@ def _padding(ch, name: str) -> str:
     return "nan" if name.startswith(("float", "bfloat")) and ch.chance(0.3) else "zero"
 
 
+MAX_SIGNATURES = 1024  # the largest pool asked for (every distinct signature is a compile)
 ROW_BYTES = (16, 32, 64, 128, 256)  # a block's inner row: Triton's swizzle follows it (none, 32B, 64B, 128B)
 
 

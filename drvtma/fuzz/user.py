@@ -19,7 +19,7 @@ from typing import cast
 
 import numpy as np
 
-from ..errors import ArgumentError, DrvtmaError
+from ..errors import ArgumentError, DrvtmaError, as_int
 from ..show.failure import failure_svg
 from ..testing import build_coordinates, build_valid_spec
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
@@ -33,6 +33,7 @@ from .coverage.tiled import TiledLoadsCoverage, restricted, tiled_universe
 from .loads import LoadsTarget, build_boxes
 from .stores import STORES, StoreFuzzCase, StoresTarget
 from .targets import Outcome, Session, Target, spec_labels
+from .triton import MAX_SIGNATURES
 
 DIRECTIONS = {"loads": "kernel-loads", "stores": "kernel-stores", "reductions": "kernel-reductions"}
 MAX_BOXES = 16
@@ -146,17 +147,16 @@ def _options(kernel: str, strategy_name: str, spec, ops=None, signatures: int = 
     if not isinstance(kernel, str):
         raise ArgumentError("kernel_reference", "kernel", kernel, 'give "path/to/file.py:name"')
     strategy(strategy_name)
-    if isinstance(max_boxes, bool) or not isinstance(max_boxes, int) or not 1 <= max_boxes <= 4096:
-        raise ArgumentError("fuzz_max_boxes", "max_boxes", max_boxes, "give 1..4096 boxes per call of your kernel")
+    as_int(max_boxes, "max_boxes", rule="fuzz_max_boxes", lo=1, hi=4096,
+           fix="give 1..4096 boxes per call of your kernel")
     options = {"kernel": K.absolute_reference(kernel), "strategy": strategy_name,
                "spec": spec.to_dict() if spec is not None else None,
                "max_boxes": max_boxes, "max_extent_bytes": MAX_EXTENT_BYTES}
-    if signatures:  # the triton strategy's pool of compile signatures (drvtma.fuzz.triton.signature_pool)
-        if strategy_name != "triton" or isinstance(signatures, bool) or not isinstance(signatures, int) \
-                or signatures < 0:
-            raise ArgumentError("fuzz_signatures", "signatures", signatures, "give a count >= 1 with "
-                                "strategy='triton' (or 0)", "a pool of the kernels Triton compiles")
-        options.update(signatures=signatures, signature_seed=int(signature_seed))
+    fix = f"give 1..{MAX_SIGNATURES} with strategy='triton' (or 0: every case draws its own)"
+    if as_int(signatures, "signatures", rule="fuzz_signatures", lo=0, hi=MAX_SIGNATURES, fix=fix):
+        if strategy_name != "triton":  # the triton strategy's pool of compile signatures (triton.signature_pool)
+            raise ArgumentError("fuzz_signatures", "signatures", signatures, fix, "a pool of Triton's compiles")
+        options.update(signatures=signatures, signature_seed=as_int(signature_seed, "seed"))
     return options if ops is None else {**options, "ops": list(ops)}
 
 

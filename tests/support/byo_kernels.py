@@ -92,24 +92,16 @@ def image_store_skips_chunk(memory, base, spec, coords, box, op):
 
 # ---- the batched protocol (drvtma.fuzz.kernel.batched): one call per batch of cases
 
-@batched
-def load_images_batched(calls):
-    return [load_images(*call) for call in calls]
+
+def _batched_form(one):
+    """`one` (a one-case kernel above) as a batched kernel: each call of the batch run through it."""
+    return batched(lambda calls: [one(*call) for call in calls])
 
 
-@batched
-def off_by_one_batched(calls):
-    return [off_by_one(*call) for call in calls]
-
-
-@batched
-def store_batched(calls):
-    return [store(*call) for call in calls]
-
-
-@batched
-def store_skips_last_chunk_batched(calls):
-    return [store_skips_last_chunk(*call) for call in calls]
+load_images_batched = _batched_form(load_images)
+off_by_one_batched = _batched_form(off_by_one)
+store_batched = _batched_form(store)
+store_skips_last_chunk_batched = _batched_form(store_skips_last_chunk)
 
 
 @batched
