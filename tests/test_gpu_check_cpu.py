@@ -204,3 +204,30 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
     with pytest.raises(SystemExit) as done:
         gpu_check.main()
     assert done.value.code == 2 and "--fuzz-shards" in capsys.readouterr().err
+
+
+def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_path, monkeypatch):
+    """A run cut by its budget goes on with --resume: the steps it ran keep their rows, the rest run, and the
+    report's wall time is the parts' sum; a saved run of another commit is refused with one line."""
+    import sys
+
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
+    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
+    fake = [{"name": n, "cmd": [sys.executable, "-c", f"import time; time.sleep({t})"], "timeout": 30}
+            for n, t in (("a", 0), ("b", 1.5), ("c", 0))]
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: fake)
+    # a budget of 11 s: a and b start with 10 s or more left, c (after b's 1.5 s) with less: c is not run
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "11", "--out", ""])
+    assert gpu_check.main() == 1
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert "| a | ok |" in report and "| b | ok |" in report and "| c | not run (out of time budget) |" in report
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "11", "--out", "", "--resume"])
+    assert gpu_check.main() == 0
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
+        [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
+    assert "in 2 parts (--resume)" in report and "- result: green" in report
+    monkeypatch.setattr(gpu_check, "commit", lambda: "def")
+    with pytest.raises(SystemExit, match="saved run's commit is 'abc'"):
+        gpu_check.main()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,6 +197,7 @@ BROKEN = [
     ("element_stride_range", dict(element_strides=(1, 9, 1, 1))),
     ("swizzle_span", dict(dtype="float32", channels_per_pixel=16, swizzle="32B")),
     ("interleave_swizzle", dict(interleave="32B", swizzle="64B")),
+    ("interleave_corners", dict(interleave="16B", swizzle="32B")),  # _spec's corners are -1: a padded window
     ("nan_fill_type", dict(oob_fill="nan")),
     ("address_alignment", dict(base_address=0x7F0000000008)),
     ("stride_alignment", dict(strides_bytes=(264, 66, 16, 4))),
@@ -214,6 +216,27 @@ def test_each_rule_names_itself_and_a_fix(rule, change):
     assert rule in [e.rule for e in errors], errors
     e = next(e for e in errors if e.rule == rule)
     assert e.fix and e.parameter
+
+
+def test_the_interleaved_maps_the_driver_judged_unlike_the_validator_are_refused_by_drvtma_and_not_judged():
+    """The H100's disagreements (tests/data): the driver took interleaved maps with empty boxes and refused others
+    of valid corners. Each breaks `interleave_corners` (drvtma's rule), not `box_empty`, and the encode fuzz records
+    the driver's verdict on such a map without judging it; an interleaved map with corners of 0 is judged as before."""
+    from drvtma.fuzz.im2col import Im2colEncodeSession
+
+    data = json.loads((Path(__file__).parent / "data" / "im2col_interleave_verdicts.json").read_text())
+    assert {m["driver"] for m in data["maps"]} == {"accepted", "refused"}
+    session = Im2colEncodeSession({}, fake=True)
+    for m in data["maps"]:
+        spec = Im2colSpec.from_dict(m["spec"])
+        rules = [e.rule for e in validate_im2col(spec)]
+        assert "interleave_corners" in rules and "box_empty" not in rules, (m, rules)
+        outcome = session.check_one(spec)
+        assert outcome.ok and outcome.expected["accept"] == "not modelled", outcome
+    flat = Im2colSpec.from_dict(data["maps"][0]["spec"]).replace(interleave=0)
+    assert "box_empty" in [e.rule for e in validate_im2col(flat)] or all(lo <= hi for lo, hi in flat.box_bounds)
+    zero = _spec(interleave="16B", swizzle="32B", lower_corner=(0, 0), upper_corner=(0, 0))
+    assert validate_im2col(zero) == [] and session.check_one(zero).expected["accept"] is True
 
 
 def test_every_rule_is_in_the_table_and_a_valid_spec_breaks_none():

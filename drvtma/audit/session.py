@@ -92,7 +92,8 @@ class Subscription:
             if domain == driver and cbid in self._driver:
                 address = _address(cbdata)
                 if read_callback(address).callbackSite == API_EXIT:
-                    self.capture.on_driver_exit(self._driver[cbid], address, sys._getframe(1))
+                    # the frame that made the call: None on a thread with no Python frame (XLA's and other C++ threads)
+                    self.capture.on_driver_exit(self._driver[cbid], address, sys._getframe(0).f_back)
             elif domain == runtime and cbid in self._runtime:
                 if read_callback(_address(cbdata)).callbackSite != API_EXIT:
                     self.capture.on_runtime_enter(self._runtime[cbid])

@@ -14,7 +14,7 @@ from ..testing.im2col import build_edge_im2col_spec, build_im2col_loads, build_i
 from ..tma.im2col import oracle
 from ..tma.im2col.encode import encode_im2col_unchecked
 from ..tma.im2col.probe import describe_im2col_mismatch
-from ..tma.im2col.rules import im2col_driver_should_accept, validate_im2col
+from ..tma.im2col.rules import IM2COL_UNJUDGED_RULES, im2col_driver_should_accept, validate_im2col
 from ..tma.im2col.spec import Im2colSpec
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
@@ -38,6 +38,7 @@ def _no_spec(spec) -> None:
 class Im2colEncodeSession(EncodeSession):
     validate = staticmethod(validate_im2col)
     should_accept = staticmethod(im2col_driver_should_accept)
+    unjudged = IM2COL_UNJUDGED_RULES
 
     @staticmethod
     def encode(spec: Im2colSpec, address: int) -> None:

@@ -201,7 +201,7 @@ class Context:
             call(cu.cuInit, 0)
             count = call(cu.cuDeviceGetCount)
         except CudaError as exc:
-            raise NoGpuError(f"no usable CUDA device: {exc}") from None
+            raise NoGpuError(f"no usable GPU: {exc}") from None
         if count == 0:
             raise NoGpuError("the CUDA driver found no device")
         if ordinal >= count:

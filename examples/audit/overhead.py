@@ -10,23 +10,25 @@ from cuda.bindings import driver as cu
 
 import drvtma
 
+
 def main(n: int = 10_000) -> dict:
     kernel = drvtma.load_module("runtime/launch_cost.cu").kernel("map_args")  # a map by value; n = 0: no work
     out = drvtma.DeviceBuffer(4096)
     spec = drvtma.TensorMapSpec.create("float16", (256, 256), (64, 64), base_address=out.ptr)
     tm = drvtma.encode_tiled(spec)
-    dim = [256, 256]
+    u32, u64 = cu.cuuint32_t, cu.cuuint64_t  # cuda-bindings takes the driver's integer types, not bare ints
+    dim, stride, box, step = [u64(256), u64(256)], [u64(512)], [u32(64), u32(64)], [u32(1), u32(1)]
     t0 = time.perf_counter()
-    for i in range(n):  # the driver's encode, as a library calls it
+    for _i in range(n):  # the driver's encode, as a library calls it
         err, _ = cu.cuTensorMapEncodeTiled(cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, out.ptr,
-                                           dim, [512], [64, 64], [1, 1],
+                                           dim, stride, box, step,
                                            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
                                            cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
                                            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
         assert err == cu.CUresult.CUDA_SUCCESS, err
     t1 = time.perf_counter()
-    for i in range(n):
+    for _i in range(n):
         kernel.launch(tm, out.ptr, 0, 0.0, grid=1, block=32)
     drvtma.synchronize()
     t2 = time.perf_counter()
