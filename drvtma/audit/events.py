@@ -4,7 +4,6 @@ tests replay recorded streams through the judge and the report, and a program th
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -66,15 +65,10 @@ EVENT_KINDS = {"encode": Encode, "replace": Replace, "launch": Launch}
 _BYTES = ("map_bytes", "arguments")
 
 
-@functools.lru_cache(maxsize=None)
-def _names(cls) -> tuple[str, ...]:
-    return tuple(f.name for f in fields(cls))
-
-
 def to_json(event) -> dict:
     # a shallow copy, not `asdict`: its deep copy of the arguments was most of an audited encode's cost; the
     # values are ints, strings, bytes and lists of ints, which json writes as they are
-    d = {name: getattr(event, name) for name in _names(type(event))}
+    d = {name: getattr(event, name) for name in event.__dataclass_fields__}  # in field order, as asdict
     for k in _BYTES:
         if k in d and d[k] is not None:
             d[k] = d[k].hex()
