@@ -182,6 +182,28 @@ def test_bench_refuses_to_time_a_wrong_result(fake_gpu):
     assert not fake_gpu.jsonl.exists() or not fake_gpu.jsonl.read_text()
 
 
+def test_a_point_cublas_cannot_do_is_named_not_run_and_is_no_failure(fake_gpu, monkeypatch, capsys):
+    """cuBLASLt has no e5m2 x e5m2 kernel: the point says so, the others run, and the command exits 0."""
+    from drvtma.gemm.cublas import CublasUnsupported
+
+    plan = FakeCublas.plan
+
+    def plan_or_refuse(self, a, b, c, m, n, k, dtype, out, alpha=1.0):
+        if dtype == "float8_e5m2":
+            raise CublasUnsupported("cuBLASLt has no e5m2 x e5m2 kernel")
+        return plan(self, a, b, c, m, n, k, dtype, out, alpha)
+
+    monkeypatch.setattr(FakeCublas, "plan", plan_or_refuse)
+    result = bench.run_gemm_bench(GemmConfig(), dtypes=("float8_e5m2", "bfloat16"), shapes=((64, 256, 64),), runs=2,
+                                  warmups=0, auto=False)
+    refused, ran = result.points
+    assert not refused.verified and refused.note.startswith(bench.UNSUPPORTED) and "e5m2" in refused.note
+    assert ran.verified and "not run" in result.text()
+    monkeypatch.setattr(bench, "run_gemm_bench", lambda *a, **k: result)
+    from drvtma.cli.main import main
+    assert main(["bench", "gemm", "--dtypes", "float8_e5m2,bfloat16", "--shapes", "64x256x64", "--quiet"]) == 0
+
+
 def test_claim_sweep_covers_every_claim(fake_gpu):
     result = claims.run_claims(shape=(64, 256, 128), runs=2, warmups=0)
     by_claim = {}

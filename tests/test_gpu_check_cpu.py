@@ -207,27 +207,42 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
 
 
 def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_path, monkeypatch):
-    """A run cut by its budget goes on with --resume: the steps it ran keep their rows, the rest run, and the
-    report's wall time is the parts' sum; a saved run of another commit is refused with one line."""
+    """A run cut by its budget goes on with --resume, on a fresh machine too (only the state file kept): the steps it
+    ran keep their rows, junit counts and figure lines, the rest run, and the report's wall time is the parts' sum;
+    a saved run of another commit is refused with one line."""
     import sys
+    import time
 
     monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
     monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
     monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    fake = [{"name": n, "cmd": [sys.executable, "-c", f"import time; time.sleep({t})"], "timeout": 30}
-            for n, t in (("a", 0), ("b", 1.5), ("c", 0))]
+    record = "import os; open(os.environ['DRVTMA_REPORT_JSONL'], 'a').write('{\"test\": \"%s\"}\\n')"
+    (tmp_path / "test_one.py").write_text(f"def test_one():\n    {record % 'a'}\n")
+    fake = [{"name": "a", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                  str(tmp_path / "test_one.py")], "timeout": 60},
+            {"name": "b", "cmd": [sys.executable, "-c", "import time; time.sleep(3)"], "timeout": 30},
+            {"name": "c", "cmd": [sys.executable, "-c", record % "c"], "timeout": 30}]
+    # pytest's start-up time varies by host: time step a alone, then give the whole run a budget that ends inside
+    # b (3 s): b starts with about 11.5 s left, c with about 8.5 s, under the 10 s a step needs, so c is not run
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: fake[:1])
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "0", "--out", ""])
+    t0 = time.perf_counter()
+    assert gpu_check.main() == 0
+    a_seconds = time.perf_counter() - t0
     monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: fake)
-    # a budget of 11 s: a and b start with 10 s or more left, c (after b's 1.5 s) with less: c is not run
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "11", "--out", ""])
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", f"{a_seconds + 11.5:.1f}", "--out", ""])
     assert gpu_check.main() == 1
     report = (tmp_path / "gpu-check.md").read_text()
     assert "| a | ok |" in report and "| b | ok |" in report and "| c | not run (out of time budget) |" in report
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "11", "--out", "", "--resume"])
+    for leftover in [*tmp_path.glob(".gpu-check-junit-*.xml"), tmp_path / ".gpu-check-figures.jsonl"]:
+        leftover.unlink()  # a fresh machine: only the state file came along
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "60", "--out", "", "--resume"])
     assert gpu_check.main() == 0
     report = (tmp_path / "gpu-check.md").read_text()
     assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
         [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
-    assert "in 2 parts (--resume)" in report and "- result: green" in report
+    assert "in 2 parts (--resume)" in report and "- result: green" in report and "passed 1, failed 0" in report
+    assert '{"test": "a"}' in report and '{"test": "c"}' in report
     monkeypatch.setattr(gpu_check, "commit", lambda: "def")
     with pytest.raises(SystemExit, match="saved run's commit is 'abc'"):
         gpu_check.main()
