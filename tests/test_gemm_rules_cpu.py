@@ -238,3 +238,12 @@ def test_check_gemm_and_conv_exit_statuses(argv, code, names):
         assert all(n in err for n in names), err
     if code == 1:
         assert "BROKEN" in out and "fix:" in out
+
+
+def test_for_problem_reads_the_l2_given():
+    """A and B of 56 MiB fit an H200's 60-MiB L2, not an H100's 50: for_problem's group_m differs, as in the bench,
+    which reads the device's own L2."""
+    problem = ("check", "gemm", "--m", "4096", "--n", "4096", "--k", "3584", "--for-problem")
+    h200, h100 = _cli(*problem)[1], _cli(*problem, "--l2-mib", "50")[1]
+    assert "group_m 8," in h200.splitlines()[0] and "group_m 16," in h100.splitlines()[0]
+    assert _cli(*problem, "--l2-mib", "0")[0] == 2

@@ -8,6 +8,7 @@ import sys
 from dataclasses import fields
 
 from ..errors import DrvtmaError
+from ..gemm.choice import L2_BYTES
 from ..gemm.config import IN_DTYPES, L2_EVICTS, L2_PROMOTIONS, OUT_DTYPES, SWIZZLES, GemmConfig
 from ..gemm.conv import ConvShape
 from ..gemm.report import GemmReport, explain
@@ -107,6 +108,8 @@ def check_gemm_command(argv: list[str]) -> int:
                          "for this problem, starting from the one given (drvtma.gemm.choice)")
     problem.add_argument("--sm-count", type=count, default=SM_COUNT, help=f"SMs for --for-problem (default "
                          f"{SM_COUNT}: H100 SXM, H200)")
+    problem.add_argument("--l2-mib", type=count, default=L2_BYTES >> 20, help="the GPU's L2 for --for-problem in "
+                         f"MiB (default {L2_BYTES >> 20}: H200; an H100 has 50)")
     add_config_options(p)
     args = p.parse_args(argv)
     given = [args.m, args.n, args.k]
@@ -118,7 +121,7 @@ def check_gemm_command(argv: list[str]) -> int:
     try:
         config = GemmConfig(**config_fields(args))
         if args.for_problem and not config.errors():  # a broken one is reported as given: the choice reads its sizes
-            config = config.for_problem(args.m, args.n, args.k, args.sm_count)
+            config = config.for_problem(args.m, args.n, args.k, args.sm_count, args.l2_mib << 20)
         report = explain(config, None if args.m is None else (args.m, args.n, args.k))
     except DrvtmaError as exc:  # no configuration at all (the options' types keep this out)
         p.error(str(exc))
