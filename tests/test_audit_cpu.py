@@ -290,6 +290,84 @@ def test_the_report_groups_by_library_and_draws_the_maps(tmp_path):
     assert paths[2].read_text().startswith("<svg")
 
 
+# ---- maps behind pointers (--follow-pointers)
+def test_pointer_words_are_the_aligned_distinct_words_outside_the_maps():
+    from drvtma.audit.follow import MAX_POINTERS, pointer_words
+
+    words = [0x7F00_0000_1000, 0, 0x7F00_0000_1008, 0x7F00_0000_1000, 0x7F00_0000_2000]
+    args = b"".join(w.to_bytes(8, "little") for w in words) + bytes(4)  # a trailing int is no word
+    assert pointer_words(args) == [(0, 0x7F00_0000_1000), (32, 0x7F00_0000_2000)]  # 0, unaligned, repeated: out
+    # a map's words are skipped (the repeat at 24 is then the first of its value)
+    assert pointer_words(args, skip=[(0, 16)]) == [(24, 0x7F00_0000_1000), (32, 0x7F00_0000_2000)]
+    many = b"".join((0x1000 * (i + 1)).to_bytes(8, "little") for i in range(2 * MAX_POINTERS))
+    assert len(pointer_words(many)) == MAX_POINTERS
+
+
+def test_maps_in_memory_are_read_at_64_byte_aligned_addresses_only():
+    from drvtma.audit.follow import maps_in_memory
+    from drvtma.tma.maps.findings import plausibility
+
+    raw = encode_bytes(spec_2d(), ADDRESS)
+    data = bytes(64) + raw + bytes(64) + bytes(range(256)) * 2
+    plausible = lambda w: plausibility(w).plausible  # noqa: E731
+    assert maps_in_memory(data, 0x7F00_0000_1000, plausible) == [(64, raw)]
+    assert maps_in_memory(data, 0x7F00_0000_1010, plausible) == []  # the map would sit at ...1050: not 64-aligned
+    assert maps_in_memory(bytes(16) + data, 0x7F00_0000_0FF0, plausible) == [(80, raw)]
+
+
+def test_a_map_behind_a_pointer_is_launched_by_pointer_and_followed_once_per_distinct_launch(tmp_path):
+    """A fake reader stands for the GPU: the map the program encoded is found 64 B past the pointer the kernel
+    got, so it is launched (by pointer), not 'never launched'; repeats of a launch are not read again, a reader
+    that raises leaves the launch recorded with the reason, and past the limit the launch says so."""
+    spec = spec_2d()
+    raw = encode_bytes(spec, ADDRESS)
+    calls = []
+
+    def follow(stream, arguments, skip):
+        calls.append((stream, arguments))
+        if arguments[:1] == b"\xff":
+            raise RuntimeError("no such stream")
+        pointer = int.from_bytes(arguments[:8], "little")
+        return [{"offset": 0, "pointer": pointer, "delta": 64, "map": raw.hex()}], ""
+
+    c = Capture(param_layout=lambda f: [(0, 8), (8, 4)], follow=follow)
+    c.on_driver_exit("cuTensorMapEncodeTiled", encode_record(spec))
+    slot = (0x7F00_0000_1000).to_bytes(8, "little")
+    for _ in range(3):
+        c.on_driver_exit("cuLaunchKernel", launch_record(b"by_pointer", args=[slot, bytes(4)]))
+    assert len(calls) == 1 and c.counts.errors == []
+    c.on_driver_exit("cuLaunchKernel", launch_record(b"bad", args=[b"\xff" * 8, bytes(4)]))
+    c.follow_limit = 2
+    c.on_driver_exit("cuLaunchKernel", launch_record(b"late", args=[slot, (1).to_bytes(4, "little")]))
+    by_kernel = {x.kernel: x for x in c.launches.values()}
+    assert by_kernel["bad"].behind is None and "RuntimeError: no such stream" in by_kernel["bad"].behind_note
+    assert by_kernel["late"].behind is None and "more than 2 distinct launches" in by_kernel["late"].behind_note
+    j = judge(c.events())
+    (v,) = j.maps.values()
+    (use,) = v.launches
+    assert (use.via, use.parameter, use.pointer, use.delta, use.launch.count) == ("pointer", 0, 0x7F00_0000_1000, 64, 3)
+    assert v.agrees is True and not j.never_launched() and not j.not_encoded()
+    paths = write_report(tmp_path, j, c.counts, "python prog.py")
+    data = json.loads(paths[0].read_text())
+    assert data["maps"][0]["launched_by"][0]["via"] == "pointer" and data["maps"][0]["launched_by"][0]["delta"] == 64
+    assert data["libraries"][0]["maps_behind_pointers"] == 1
+    assert "in global memory 64 B past the pointer 0x7f0000001000 of parameter 0" in paths[1].read_text()
+    # the stream keeps what was read: a replay judges the same
+    save_events(c.events(), c.counts, tmp_path / "events.jsonl")
+    again = judge(load_events(tmp_path / "events.jsonl").events)
+    assert [u.via for m in again.maps.values() for u in m.launches] == ["pointer"]
+
+
+def test_the_runner_and_the_command_line_pass_follow_pointers_on():
+    from drvtma.audit.run import main as run_main
+    from drvtma.cli.audit import child_command
+
+    assert child_command(["python3", "x.py"], "ev", True) == ["python3", "-m", "drvtma.audit.run", "ev",
+                                                               "--follow-pointers", "--", "x.py"]
+    assert "--follow-pointers" not in child_command(["python3", "x.py"], "ev")
+    assert run_main(["ev", "--follow-pointers"]) == 2  # no program after it: usage
+
+
 # ---- the subscription through a fake cupti-python
 def _fake_cupti(subscribe_error: Exception | None = None):
     from enum import IntEnum

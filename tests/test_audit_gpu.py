@@ -50,6 +50,37 @@ def test_drvtma_maps_are_caught_decoded_and_found_in_their_launches(drvtma_audit
     assert not j.not_encoded() and not j.never_launched()
 
 
+def test_a_map_in_global_memory_is_found_behind_the_pointer_the_kernel_gets(tmp_path):
+    """--follow-pointers: drvtma's map copied to global memory and loaded through a pointer (as XLA passes its
+    maps) is the encoded map, launched by pointer at the slot's address; without following it is never launched."""
+    import numpy as np
+
+    import drvtma
+    from drvtma.audit import audit
+    from drvtma.tma.maps.global_maps import GlobalMapRunner, MapSlots
+
+    results = {}
+    for follow in (True, False):
+        fresh = {"DRVTMA_AUDIT_FRESH": uuid.uuid4().hex[:8]}  # loaded inside the audit: its layout is known
+        with drvtma.DeviceBuffer(1 << 16) as buf, MapSlots(2) as slots, \
+                audit(tmp_path / str(follow), follow_pointers=follow) as log:
+            runner = GlobalMapRunner(defines=fresh)
+            spec = drvtma.TensorMapSpec.create("float32", (64, 64), (16, 32), base_address=buf.ptr)
+            slots.write(1, drvtma.encode_tiled(spec))
+            runner.load_global(slots.address(1), spec, np.array([[0, 0], [16, 32]]))
+            runner.close()
+        results[follow] = (log.judgement, slots.address(1))
+    j, slot = results[True]
+    (v,) = [m for m in j.maps.values() if m.encodes]
+    uses = [u for u in v.launches if u.via == "pointer"]
+    assert uses and all(u.pointer + u.delta == slot and u.launch.kernel.endswith("global_map_load") for u in uses)
+    assert v.agrees and v not in j.never_launched()
+    j, _ = results[False]
+    assert [m for m in j.maps.values() if m.encodes][0] in j.never_launched()
+    record_figure({"test": "audit_behind_pointers", "program": "drvtma global_map_load",
+                   "found": len(uses), "delta": uses[0].delta})
+
+
 CASES = {  # name: (program, what it needs: a module, or drvtma's GEMM's capabilities)
     "drvtma": (["drvtma_gemm.py"], ("wgmma", "setmaxnreg")),
     "triton": (["triton_matmul.py"], "triton"),
@@ -69,7 +100,10 @@ def test_the_command_line_audits_each_library(name, tmp_path):
     elif needs:
         pytest.importorskip(needs, reason=f"{needs} is not installed")
     report = tmp_path / name
-    done = subprocess.run([sys.executable, "-m", "drvtma", "audit", "--report", str(report), "--pictures", "--",
+    # --follow-pointers: the maps a library keeps in global memory are read too (where cuBLAS, cuDNN and XLA
+    # keep theirs is what the figure lines say)
+    done = subprocess.run([sys.executable, "-m", "drvtma", "audit", "--report", str(report), "--pictures",
+                           "--follow-pointers", "--",
                            sys.executable, str(EXAMPLES / program[0]), *program[1:]],
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -77,7 +111,11 @@ def test_the_command_line_audits_each_library(name, tmp_path):
     assert not data["capture_errors"], data["capture_errors"][:3]
     for row in data["libraries"]:
         record_figure({"test": "audit", "program": name, **{k: row[k] for k in (
-            "library", "encodes", "launch_maps", "decoded", "agree", "rules_broken", "launches", "unreadable")}})
+            "library", "encodes", "launch_maps", "maps_behind_pointers", "decoded", "agree", "rules_broken", "launches",
+            "unreadable")}})
+    notes = {x["behind_note"] for x in data["launches"] if x["behind_note"]}
+    if notes:
+        record_figure({"test": "audit_behind_notes", "program": name, "notes": sorted(notes)[:5]})
     maps = data["maps"]
     # what each library built, for docs/audit.md: the first maps' specs and how their kernels took them
     for m in maps[:6]:

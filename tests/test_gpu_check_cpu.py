@@ -216,7 +216,7 @@ def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_p
     monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
     monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
     monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    record = "import os; open(os.environ['DRVTMA_REPORT_JSONL'], 'a').write('{\"test\": \"%s\"}\\n')"
+    record = "from drvtma.runtime.figures import record_figure; record_figure({'test': '%s'}, echo=False)"
     (tmp_path / "test_one.py").write_text(f"def test_one():\n    {record % 'a'}\n")
     fake = [{"name": "a", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                   str(tmp_path / "test_one.py")], "timeout": 60},

@@ -39,12 +39,14 @@ class AuditLog:
 
 
 @contextmanager
-def audit(report=None, *, pictures: bool = False):
-    """Watch the block's driver calls; `report`: a folder to write the report to when the block ends. Raises
-    AuditError (one sentence) without cupti-python or with another CUPTI client subscribed."""
+def audit(report=None, *, pictures: bool = False, follow_pointers: bool = False):
+    """Watch the block's driver calls; `report`: a folder to write the report to when the block ends;
+    `follow_pointers`: also read maps behind the arguments that point to device memory (each new launch waits to
+    finish: audit.follow). Raises AuditError (one sentence) without cupti-python or with another CUPTI client
+    subscribed."""
     from .session import Subscription
 
-    subscription = Subscription()
+    subscription = Subscription(follow_pointers=follow_pointers)
     log = AuditLog(subscription.capture)
     try:
         yield log

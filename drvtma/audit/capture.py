@@ -18,6 +18,7 @@ from ..runtime import cubin as cubin_records
 from ..runtime import images
 from . import structs
 from .events import Counts, Encode, Launch, Replace
+from .follow import MAX_FOLLOWED
 
 ENCODES = ("cuTensorMapEncodeTiled", "cuTensorMapEncodeIm2col", "cuTensorMapEncodeIm2colWide")
 REPLACES = ("cuTensorMapReplaceAddress",)
@@ -36,6 +37,14 @@ LIBRARY_PATHS = (("drvtma", "/drvtma/"), ("triton", "/triton/"), ("jax", "/jax/"
 KERNEL_LIBRARIES = (("cuBLAS", ("nvjet", "cublas", "gemmk1", "gemmSN")), ("cuDNN", ("cudnn", "_fprop_", "_dgrad_",
                                                                                    "_wgrad_", "conv2d")))
 _OWN = ("/drvtma/audit/", "/cupti/")
+PER_THREAD_STREAM = 0x2  # CU_STREAM_PER_THREAD
+
+
+def map_ranges(arguments: bytes) -> list[tuple[int, int]]:
+    """(offset, size) of the maps an argument buffer holds by value: their words are no pointers to follow."""
+    from .judge import map_windows
+
+    return [(o, structs.MAP_BYTES) for o in map_windows(arguments)]
 
 
 def library_of_kernel(name: str) -> str | None:
@@ -79,9 +88,10 @@ def image_layouts(image: bytes) -> dict[str, list[tuple[int, int]]]:
 
 class Capture:
     """The events of one audited run. `param_layout(function_handle) -> [(offset, size)] | None` reads a function's
-    layout from the driver when no loaded module told it (default: none)."""
+    layout from the driver when no loaded module told it (default: none); `follow` reads maps behind the pointers
+    of each new launch (default: none, `drvtma audit --follow-pointers` gives `follow.PointerReader`)."""
 
-    def __init__(self, param_layout=None):
+    def __init__(self, param_layout=None, follow=None):
         self.encodes: list[Encode] = []
         self.replaces: list[Replace] = []
         self.launches: dict[tuple, Launch] = {}
@@ -91,6 +101,10 @@ class Capture:
         self._module_layouts: dict[str, list[tuple[int, int]]] = {}  # kernel name -> layout, from loaded cubins
         self._function_layouts: dict[tuple[int, str], list[tuple[int, int]] | None] = {}
         self._param_layout = param_layout or (lambda function: None)
+        # --follow-pointers: `follow(stream, arguments, skip) -> (found, note)` (audit.follow.PointerReader), called
+        # once per distinct launch, at most follow_limit times
+        self._follow, self._followed = follow, 0
+        self.follow_limit = MAX_FOLLOWED
         self.sink = None  # called with each new event (the child runner streams them to a file, for crashes)
 
     def _add(self, event) -> None:
@@ -162,15 +176,34 @@ class Capture:
             unreadable = "no arguments passed" if not layout else "neither kernelParams nor a packed buffer"
         launch = Launch(0, api, kernel, info["grid"], info["block"], info["shared_bytes"], arguments, layout,
                         unreadable, library, caller)
+        key = launch.key()
         with self._lock:
             if unreadable:
                 self.counts.unreadable_launches[unreadable] = self.counts.unreadable_launches.get(unreadable, 0) + 1
-            seen = self.launches.get(launch.key())
+            seen = self.launches.get(key)
+            if seen is not None:
+                seen.count += 1
+                return
+            follow = self._follow is not None and bool(arguments)
+            if follow:
+                self._followed += 1
+        if follow:  # outside the lock: it waits for the launch to finish
+            if self._followed > self.follow_limit:
+                launch.behind_note = f"not read: more than {self.follow_limit} distinct launches followed"
+            else:
+                try:
+                    # a _ptsz launch's stream 0 is the calling thread's default stream (CU_STREAM_PER_THREAD)
+                    stream = info["stream"] or (PER_THREAD_STREAM if api.endswith("_ptsz") else 0)
+                    launch.behind, launch.behind_note = self._follow(stream, arguments, map_ranges(arguments or b""))
+                except Exception as exc:  # noqa: BLE001 -- the launch is recorded whatever the reading met
+                    launch.behind_note = f"not read: {type(exc).__name__}: {exc}"
+        with self._lock:
+            seen = self.launches.get(key)  # the same launch from another thread meanwhile
             if seen is not None:
                 seen.count += 1
                 return
             launch.seq = next(self._seq)
-            self.launches[launch.key()] = launch
+            self.launches[key] = launch
             self._add(launch)
 
     def _layout(self, function: int, kernel: str):

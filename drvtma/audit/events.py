@@ -56,6 +56,10 @@ class Launch:
     caller: str
     count: int = 1
     kind: str = "launch"
+    # --follow-pointers: the maps read behind the argument words that point to device memory ({"offset", "pointer",
+    # "delta", "map" (hex)}); None: not followed, and `behind_note` says why where it was tried
+    behind: list | None = None
+    behind_note: str = ""
 
     def key(self) -> tuple:
         return (self.kernel, self.api, self.grid, self.block, self.shared_bytes, self.arguments)

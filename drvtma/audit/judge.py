@@ -25,11 +25,16 @@ WINDOW_ALIGN = 16
 
 @dataclass
 class LaunchUse:
-    """A map found in a launch's arguments: the launch, the byte offset, the parameter index (None: packed)."""
+    """A map found in a launch's arguments: the launch, the byte offset, the parameter index (None: packed). Found
+    behind a pointer (--follow-pointers): `offset` and `parameter` are the pointer's, `delta` the map's distance
+    past the address it holds."""
 
     launch: Launch
     offset: int
     parameter: int | None
+    via: str = "value"  # or "pointer"
+    pointer: int = 0
+    delta: int = 0
 
 
 @dataclass
@@ -208,4 +213,9 @@ def judge(events) -> Judgement:
             for o in map_windows(launch.arguments, plausible):
                 raw = launch.arguments[o:o + MAP_BYTES]
                 verdict(raw).launches.append(LaunchUse(launch, o, parameter_at(launch.layout, o)))
+        for b in launch.behind or ():
+            raw = bytes.fromhex(b["map"])
+            if plausible(raw):  # the reader kept plausible windows only; a replayed stream is checked again
+                verdict(raw).launches.append(LaunchUse(launch, b["offset"], parameter_at(launch.layout, b["offset"]),
+                                                       "pointer", b["pointer"], b["delta"]))
     return Judgement(maps, launches, encodes, replaces)

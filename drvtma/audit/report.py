@@ -21,8 +21,9 @@ def _spec_text(v: MapVerdict) -> str:
 
 
 def library_rows(j: Judgement, counts: Counts) -> list[dict]:
-    """Per library: encode calls, distinct maps found in launches, maps decoded, maps breaking a rule, maps whose
-    decoded spec agrees with their encode call, launches, and launches whose arguments could not be read."""
+    """Per library: encode calls, distinct maps found in launches (by value, or behind a pointer with
+    --follow-pointers), maps decoded, maps breaking a rule, maps whose decoded spec agrees with their encode call,
+    launches, and launches whose arguments could not be read."""
     libraries = sorted({e.library for e in j.encodes} | {launch.library for launch in j.launches})
     rows = []
     for lib in libraries:
@@ -31,6 +32,8 @@ def library_rows(j: Judgement, counts: Counts) -> list[dict]:
             "library": lib,
             "encodes": sum(e.library == lib for e in j.encodes),
             "launch_maps": sum(any(u.launch.library == lib for u in m.launches) for m in mine),
+            "maps_behind_pointers": sum(any(u.launch.library == lib and u.via == "pointer" for u in m.launches)
+                                        for m in mine),
             "decoded": sum(m.spec is not None for m in mine),
             "agree": sum(bool(m.agrees) for m in mine if m.encodes and m.spec is not None),
             "rules_broken": sum(bool(m.broken) for m in mine),
@@ -59,7 +62,9 @@ def map_json(v: MapVerdict, index: int) -> dict:
         "replaced_by": [{"address": e.address, "library": e.library, "caller": e.caller} for e in v.replaces],
         "launched_by": [{"kernel": u.launch.kernel, "library": u.launch.library, "grid": list(u.launch.grid),
                          "block": list(u.launch.block), "launches": u.launch.count, "offset": u.offset,
-                         "parameter": u.parameter, "caller": u.launch.caller} for u in v.launches],
+                         "parameter": u.parameter, "caller": u.launch.caller, "via": u.via,
+                         **({"pointer": u.pointer, "delta": u.delta} if u.via == "pointer" else {})}
+                        for u in v.launches],
     }
 
 
@@ -75,7 +80,8 @@ def report_json(j: Judgement, counts: Counts, program: str) -> dict:
                       "block": list(x.block), "shared_bytes": x.shared_bytes, "launches": x.count,
                       "argument_bytes": None if x.arguments is None else len(x.arguments),
                       "packed": x.layout is None and x.arguments is not None, "unreadable": x.unreadable,
-                      "maps": sum(any(u.launch is x for u in v.launches) for v in maps)} for x in j.launches],
+                      "maps": sum(any(u.launch is x for u in v.launches) for v in maps),
+                      "pointers_followed": x.behind is not None, "behind_note": x.behind_note} for x in j.launches],
         "unreadable_launches": counts.unreadable_launches,
         "runtime_launches": counts.runtime_launches,
         "capture_errors": counts.errors,
@@ -132,6 +138,8 @@ def _map_lines(index: int, v: MapVerdict, picture: str | None) -> list[str]:
         out.append(f"- ... and {len(v.encodes) - 5} more encode call(s)")
     for u in v.launches[:10]:
         where = f"parameter {u.parameter}" if u.parameter is not None else f"byte {u.offset} of a packed buffer"
+        if u.via == "pointer":
+            where = f"in global memory {u.delta} B past the pointer 0x{u.pointer:x} of {where}"
         out.append(f"- launched by `{u.launch.kernel[:100]}` ({u.launch.library}), grid {u.launch.grid}, "
                    f"{u.launch.count} time(s), {where}")
     out += [f"- rule broken: {e}" for e in v.broken]

@@ -1,4 +1,5 @@
-"""The audited program's own process: `python -m drvtma.audit.run EVENTS -- script.py ARGS` (or `-- -m module ARGS`).
+"""The audited program's own process: `python -m drvtma.audit.run EVENTS [--follow-pointers] -- script.py ARGS` (or
+`-- -m module ARGS`).
 Subscribes to CUPTI before the program imports anything, runs it as `__main__` (its own sys.argv), and streams every
 new event to EVENTS as it happens, so a program that dies still leaves what was seen; the last line holds the
 final launch counts. `drvtma audit` starts this and reads the stream back.
@@ -22,15 +23,22 @@ from .session import Subscription
 REFUSED = 97  # the audit could not start (no cupti-python, another CUPTI client): EVENTS' first line says why
 
 
+FOLLOW = "--follow-pointers"
+
+
 def main(argv: list[str]) -> int:
+    follow = len(argv) > 1 and argv[1] == FOLLOW
+    if follow:
+        argv = [argv[0], *argv[2:]]
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m drvtma.audit.run EVENTS -- script.py ARGS | -- -m module ARGS", file=sys.stderr)
+        print(f"usage: python -m drvtma.audit.run EVENTS [{FOLLOW}] -- script.py ARGS | -- -m module ARGS",
+              file=sys.stderr)
         return 2
     events_path, target = argv[0], argv[2:]
 
     stream = open(events_path, "w", buffering=1)  # noqa: SIM115 -- open until the process ends (atexit closes it)
     try:
-        subscription = Subscription()
+        subscription = Subscription(follow_pointers=follow)
     except AuditError as exc:
         stream.write(json.dumps({"kind": "refused", "why": str(exc)}) + "\n")
         stream.close()

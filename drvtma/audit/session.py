@@ -55,9 +55,13 @@ def _address(cbdata) -> int:
 class Subscription:
     """One CUPTI subscriber feeding `capture`; `close()` unsubscribes (also as a context manager)."""
 
-    def __init__(self, capture: Capture | None = None):
+    def __init__(self, capture: Capture | None = None, *, follow_pointers: bool = False):
         cupti = cupti_module()
-        self.capture = capture or Capture(driver_param_layout)
+        if capture is None:
+            from .follow import PointerReader
+
+            capture = Capture(driver_param_layout, follow=PointerReader() if follow_pointers else None)
+        self.capture = capture
         self._cupti = cupti
         driver_ids = {m: int(v) for m, v in cupti.driver_api_trace_cbid.__members__.items()}
         runtime_ids = {m: int(v) for m, v in cupti.runtime_api_trace_cbid.__members__.items()}

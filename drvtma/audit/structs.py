@@ -119,7 +119,7 @@ def read_replace(params_address: int) -> tuple[int, int]:
 
 
 def read_launch(api: str, params_address: int) -> dict:
-    """The function, grid, block and dynamic shared memory of a launch, and where its arguments are: `kernel_params`
+    """The function, grid, block, dynamic shared memory and stream of a launch, and where its arguments are: `kernel_params`
     (the address of the void* array, or 0) and `buffer` (the bytes of a packed `extra` buffer, or None)."""
     p: LaunchKernelExParams | LaunchKernelParams | _CooperativeParams
     if api.startswith("cuLaunchKernelEx"):
@@ -132,7 +132,7 @@ def read_launch(api: str, params_address: int) -> dict:
     out = {"function": p.f or 0,
            "grid": (geometry.gridDimX, geometry.gridDimY, geometry.gridDimZ),
            "block": (geometry.blockDimX, geometry.blockDimY, geometry.blockDimZ),
-           "shared_bytes": geometry.sharedMemBytes,
+           "shared_bytes": geometry.sharedMemBytes, "stream": geometry.hStream or 0,
            "kernel_params": ctypes.cast(p.kernelParams, c_void_p).value or 0, "buffer": None}
     extra = getattr(p, "extra", None)
     if extra:

@@ -22,6 +22,9 @@ def _parser() -> Parser:
     p.add_argument("--pictures", action="store_true", help="draw each tiled map's box in shared memory (SVG)")
     p.add_argument("--fail-on", type=list_of(str, "rule names"), default=[],
                    help="comma-separated rule names (or 'any'): exit 1 when a map breaks one")
+    p.add_argument("--follow-pointers", action="store_true",
+                   help="also read maps in global memory behind the arguments that point to device memory (each "
+                        "new launch waits to finish: slower; for libraries that pass maps by pointer)")
     p.add_argument("--replay", type=existing_file, metavar="EVENTS",
                    help="judge a saved stream (a report's events.jsonl) again instead of running a program")
     return p
@@ -34,18 +37,19 @@ def known_rules() -> set[str]:
     return set(ALL_RULES) | set(IM2COL_ALL_RULES)
 
 
-def child_command(program: list[str], events: str) -> list[str] | None:
+def child_command(program: list[str], events: str, follow: bool = False) -> list[str] | None:
     """The command that runs `program` under the audit: a Python interpreter (or a script.py) gets the runner
     inserted; anything else is None (a native binary cannot be watched from Python)."""
     first = Path(program[0]).name
+    runner = ["-m", "drvtma.audit.run", events, *(["--follow-pointers"] if follow else []), "--"]
     if first.startswith("python"):
-        return [program[0], "-m", "drvtma.audit.run", events, "--", *program[1:]]
+        return [program[0], *runner, *program[1:]]
     if first.endswith(".py"):
-        return [sys.executable, "-m", "drvtma.audit.run", events, "--", *program]
+        return [sys.executable, *runner, *program]
     return None
 
 
-def _run_child(prog: str, program: list[str], report: Path):
+def _run_child(prog: str, program: list[str], report: Path, follow: bool = False):
     """(stream, the program's exit status), or an exit status when it could not start. The stream is kept as
     REPORT/events.jsonl (`--replay` judges it again)."""
     from ..audit import load_events
@@ -54,7 +58,7 @@ def _run_child(prog: str, program: list[str], report: Path):
     events = report / "events.jsonl"
     if events.exists():
         events.unlink()  # a stream of an earlier run must not pass for this one's
-    cmd = child_command(program, str(events))
+    cmd = child_command(program, str(events), follow)
     if cmd is None:
         return usage_error(prog, f"{program[0]!r} is not a Python program; drvtma audit runs "
                                  "`python script.py ...` or `python -m module ...`"), None
@@ -87,7 +91,7 @@ def audit_command(argv: list[str]) -> int:
     elif not program or (Path(program[0]).name.startswith("python") and len(program) < 2):
         return usage_error(prog, "name the program after --: drvtma audit -- python script.py ARGS")
     else:
-        stream, status = _run_child(prog, program, Path(args.report))
+        stream, status = _run_child(prog, program, Path(args.report), args.follow_pointers)
         if isinstance(stream, int):
             return stream
     if stream is None or stream.refused:
@@ -97,7 +101,8 @@ def audit_command(argv: list[str]) -> int:
     j = judge(stream.events)
     paths = write_report(args.report, j, stream.counts, " ".join(program), pictures=args.pictures)
     for r in library_rows(j, stream.counts):
-        print(f"{r['library']}: {r['encodes']} encode(s), {r['launch_maps']} map(s) in launches, "
+        behind = f" ({r['maps_behind_pointers']} behind pointers)" if args.follow_pointers else ""
+        print(f"{r['library']}: {r['encodes']} encode(s), {r['launch_maps']} map(s) in launches{behind}, "
               f"{r['decoded']} decoded, {r['rules_broken']} breaking a rule, {r['launches']} launch(es)"
               + (f", {r['unreadable']} unreadable" if r["unreadable"] else ""))
     if not stream.complete:
