@@ -9,6 +9,7 @@ import sys
 
 from ..errors import AuditError
 from .capture import DRIVER_CALLS, RUNTIME_LAUNCHES, Capture
+from .follow import PointerReader
 from .structs import API_EXIT, read_callback
 
 INSTALL = "pip install cupti-python (or pip install 'drvtma[audit]'), of the CUDA major version of your driver"
@@ -58,8 +59,6 @@ class Subscription:
     def __init__(self, capture: Capture | None = None, *, follow_pointers: bool = False):
         cupti = cupti_module()
         if capture is None:
-            from .follow import PointerReader
-
             capture = Capture(driver_param_layout, follow=PointerReader() if follow_pointers else None)
         self.capture = capture
         self._cupti = cupti
