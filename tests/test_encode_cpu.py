@@ -103,11 +103,13 @@ def test_an_encoded_spec_pickles_and_copies_without_its_memo():
     from drvtma.tma.tiled.encode import _geometry
     from drvtma.tma.tiled.spec import TensorMapSpec
 
-    spec = TensorMapSpec.create("float32", (64, 256), (8, 32), base_address=1 << 20)
+    spec = TensorMapSpec.create("float32", (64, 256), (8, 32), base_address=1 << 20, element_strides=(2, 1))
     _geometry(spec, 232448)
-    assert "_drvtma_geometry" in spec.__dict__
+    assert "_drvtma_geometry" in spec.__dict__ and spec.loaded_counts == (4, 32)  # loaded_counts: cached too
     for again in (pickle.loads(pickle.dumps(spec)), copy.deepcopy(spec), copy.copy(spec)):
-        assert again == spec and "_drvtma_geometry" not in again.__dict__
+        assert again == spec and set(again.__dict__) == set(spec.__dataclass_fields__)
+        assert again.loaded_counts == (4, 32)
+    assert spec.replace(box=(16, 32)).loaded_counts == (8, 32)  # a new spec, its own counts
 
 
 @pytest.mark.parametrize("value, ok", [(3, True), (np.int64(3), True), (np.uint8(7), True), (True, False),

@@ -18,6 +18,7 @@ a box whose shared-memory footprint (rows padded to the swizzle span) exceeds th
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -86,9 +87,10 @@ class TensorMapSpec(MapGeometry):
         object.__setattr__(self, "target", map_target(self.target))
 
     def __getstate__(self) -> dict:
-        """The fields only: encode_tiled's memo of the checked geometry (a driver object) stays behind, so an
-        encoded spec pickles and copies like a fresh one (fuzz shards send specs between processes)."""
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_drvtma_")}
+        """The fields only: encode_tiled's memo of the checked geometry (a driver object) and the cached
+        `loaded_counts` stay behind, so an encoded spec pickles and copies like a fresh one (fuzz shards send specs
+        between processes)."""
+        return {k: v for k, v in self.__dict__.items() if k in self.__dataclass_fields__}
 
     # ---- constructors
     @classmethod
@@ -177,7 +179,7 @@ class TensorMapSpec(MapGeometry):
         return d
 
     # ---- geometry (shared with drvtma.tma.tiled.oracle; rank, itemsize, extent_bytes, ... from MapGeometry)
-    @property
+    @functools.cached_property  # the fields never change (frozen): computed once per spec, read by every oracle
     def loaded_counts(self) -> tuple[int, ...]:
         """Elements one load delivers per axis (NumPy order): ceil(box/element stride), the innermost axis whole."""
         assert self.element_strides is not None  # __post_init__ fills it
