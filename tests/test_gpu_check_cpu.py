@@ -209,39 +209,49 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
 def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_path, monkeypatch):
     """A run cut by its budget goes on with --resume, on a fresh machine too (only the state file kept): the steps it
     ran keep their rows, junit counts and figure lines, the rest run, and the report's wall time is the parts' sum;
-    a saved run of another commit is refused with one line."""
+    a saved run of another commit is refused with one line. The clock and the steps are fakes: a step advances the
+    clock by its duration and writes what a real one would (a pytest step its junit file, each a figure line)."""
     import sys
-    import time
+    import types
+
+    from drvtma import settings
+
+    clock = [0.0]
+    durations = {"a": 1.0, "b": 5.0, "c": 1.0}
+
+    def run_step(cmd, env, timeout):
+        name = cmd[-1]
+        clock[0] += durations[name]
+        if "--junitxml" in cmd:
+            Path(cmd[cmd.index("--junitxml") + 1]).write_text(
+                f'<testsuite><testcase classname="t" name="{name}"/></testsuite>')
+        with open(env[settings.REPORT_JSONL.name], "a") as f:
+            f.write(f'{{"test": "{name}"}}\n')
+        return 0, f"step {name} ran"
 
     monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
     monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
     monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    record = "from drvtma.runtime.figures import record_figure; record_figure({'test': '%s'}, echo=False)"
-    (tmp_path / "test_one.py").write_text(f"def test_one():\n    {record % 'a'}\n")
-    fake = [{"name": "a", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                  str(tmp_path / "test_one.py")], "timeout": 60},
-            {"name": "b", "cmd": [sys.executable, "-c", "import time; time.sleep(3)"], "timeout": 30},
-            {"name": "c", "cmd": [sys.executable, "-c", record % "c"], "timeout": 30}]
-    # pytest's start-up time varies by host: time step a alone, then give the whole run a budget that ends inside
-    # b (3 s): b starts with about 11.5 s left, c with about 8.5 s, under the 10 s a step needs, so c is not run
-    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: fake[:1])
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "0", "--out", ""])
-    t0 = time.perf_counter()
-    assert gpu_check.main() == 0
-    a_seconds = time.perf_counter() - t0
-    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: fake)
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", f"{a_seconds + 11.5:.1f}", "--out", ""])
+    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(gpu_check, "run_step", run_step)
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [
+        {"name": "a", "cmd": [sys.executable, "-m", "pytest", "a"], "timeout": 60},
+        {"name": "b", "cmd": [sys.executable, "b"], "timeout": 60},
+        {"name": "c", "cmd": [sys.executable, "c"], "timeout": 60}])
+    # a budget of 15 s: a and b start with 10 s or more left, c (after 6 s) with 9 s: not run
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "15", "--out", ""])
     assert gpu_check.main() == 1
     report = (tmp_path / "gpu-check.md").read_text()
     assert "| a | ok |" in report and "| b | ok |" in report and "| c | not run (out of time budget) |" in report
     for leftover in [*tmp_path.glob(".gpu-check-junit-*.xml"), tmp_path / ".gpu-check-figures.jsonl"]:
         leftover.unlink()  # a fresh machine: only the state file came along
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "60", "--out", "", "--resume"])
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "15", "--out", "", "--resume"])
     assert gpu_check.main() == 0
     report = (tmp_path / "gpu-check.md").read_text()
     assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
         [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
-    assert "in 2 parts (--resume)" in report and "- result: green" in report and "passed 1, failed 0" in report
+    assert "- wall time: 7.0 s for the whole run in 2 parts (--resume)" in report
+    assert "- result: green" in report and "passed 1, failed 0" in report
     assert '{"test": "a"}' in report and '{"test": "c"}' in report
     monkeypatch.setattr(gpu_check, "commit", lambda: "def")
     with pytest.raises(SystemExit, match="saved run's commit is 'abc'"):
