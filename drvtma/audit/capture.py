@@ -121,13 +121,13 @@ class Capture:
             cb = structs.read_callback(callback_address)
             # the CUresult at exit (a runtime call's cudaError_t never reaches here)
             result = structs.ctypes.c_int.from_address(cb.functionReturnValue).value if cb.functionReturnValue else 0
-            library, caller = caller_frames(frame if frame is not None else sys._getframe(1))
+            frame = frame if frame is not None else sys._getframe(1)
             if api in ENCODES:
-                self._encode(api, cb, result, library, caller)
+                self._encode(api, cb, result, *caller_frames(frame))
             elif api in REPLACES:
-                self._replace(api, cb, result, library, caller)
+                self._replace(api, cb, result, *caller_frames(frame))
             elif api in LAUNCHES:
-                self._launch(api, cb, result, library, caller)
+                self._launch(api, cb, result, frame)
         except Exception as exc:  # noqa: BLE001 -- a callback must never raise into the program; it is counted
             self.counts.errors.append(f"{api}: {type(exc).__name__}: {exc}")
 
@@ -158,12 +158,11 @@ class Capture:
             self.replaces.append(Replace(next(self._seq), api, address, raw, result, library, caller))
             self._add(self.replaces[-1])
 
-    def _launch(self, api, cb, result, library, caller) -> None:
+    def _launch(self, api, cb, result, frame) -> None:
         if result != 0:
             return  # a launch the driver refused ran nothing
         kernel = (cb.symbolName or b"").decode(errors="replace")
         info = structs.read_launch(api, cb.functionParams)
-        library = library_of_kernel(kernel) or library
         layout = self._layout(info["function"], kernel)
         arguments, unreadable = None, None
         if info["buffer"] is not None:
@@ -174,19 +173,20 @@ class Capture:
             unreadable = "no parameter layout (module loaded before the audit began, and no driver query)"
         else:
             unreadable = "no arguments passed" if not layout else "neither kernelParams nor a packed buffer"
-        launch = Launch(0, api, kernel, info["grid"], info["block"], info["shared_bytes"], arguments, layout,
-                        unreadable, library, caller)
-        key = launch.key()
+        key = Launch.key_of(kernel, api, info["grid"], info["block"], info["shared_bytes"], arguments)
         with self._lock:
             if unreadable:
                 self.counts.unreadable_launches[unreadable] = self.counts.unreadable_launches.get(unreadable, 0) + 1
             seen = self.launches.get(key)
-            if seen is not None:
+            if seen is not None:  # a repeat: counted, its caller not looked up again (the loop's common case)
                 seen.count += 1
                 return
             follow = self._follow is not None and bool(arguments)
             if follow:
                 self._followed += 1
+        library, caller = caller_frames(frame)
+        launch = Launch(0, api, kernel, info["grid"], info["block"], info["shared_bytes"], arguments, layout,
+                        unreadable, library_of_kernel(kernel) or library, caller)
         if follow:  # outside the lock: it waits for the launch to finish
             if self._followed > self.follow_limit:
                 launch.behind_note = f"not read: more than {self.follow_limit} distinct launches followed"

@@ -61,8 +61,10 @@ class Launch:
     behind: list | None = None
     behind_note: str = ""
 
-    def key(self) -> tuple:
-        return (self.kernel, self.api, self.grid, self.block, self.shared_bytes, self.arguments)
+    @staticmethod
+    def key_of(kernel, api, grid, block, shared_bytes, arguments) -> tuple:
+        """What makes two launches the same one (counted, not recorded again)."""
+        return (kernel, api, grid, block, shared_bytes, arguments)
 
 
 EVENT_KINDS = {"encode": Encode, "replace": Replace, "launch": Launch}
