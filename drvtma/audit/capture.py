@@ -10,6 +10,7 @@ compiler's KPARAM_INFO records, read by runtime.images), else from the driver (`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import threading
@@ -55,15 +56,26 @@ def library_of_kernel(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _file_kind(filename: str) -> tuple[bool, str | None, bool]:
+    """(the audit's own, the library it belongs to, the user's own) for a frame's file: the same few files come
+    back at every call, and a torch loop's stack is dozens deep."""
+    path = filename.replace("\\", "/")
+    if any(p in path for p in _OWN):
+        return True, None, False
+    hit = next((name for name, frag in LIBRARY_PATHS if frag in path), None)
+    user = hit is None and "/site-packages/" not in path and "/lib/python" not in path and not path.startswith("<")
+    return False, hit, user
+
+
 def caller_frames(frame) -> tuple[str, str]:
     """(library, the user's frame "file:line in function") of the Python stack that made a call."""
     library, user = None, ""
     while frame is not None:
-        path = frame.f_code.co_filename.replace("\\", "/")
-        if not any(p in path for p in _OWN):
-            hit = next((name for name, frag in LIBRARY_PATHS if frag in path), None)
-            if hit is None and "/site-packages/" not in path and "/lib/python" not in path and not path.startswith("<"):
-                user = user or f"{path}:{frame.f_lineno} in {frame.f_code.co_name}"
+        own, hit, is_user = _file_kind(frame.f_code.co_filename)
+        if not own:
+            if is_user and not user:
+                user = f"{frame.f_code.co_filename.replace(chr(92), '/')}:{frame.f_lineno} in {frame.f_code.co_name}"
             library = library or hit
             if library and user:
                 break
