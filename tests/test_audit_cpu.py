@@ -358,6 +358,58 @@ def test_a_map_behind_a_pointer_is_launched_by_pointer_and_followed_once_per_dis
     assert [u.via for m in again.maps.values() for u in m.launches] == ["pointer"]
 
 
+def test_the_pointer_reader_reads_device_memory_once_the_launch_ran_and_stops_after_a_slow_one(monkeypatch):
+    """PointerReader over a fake driver (the real enums of cuda-bindings): it waits for the stream, keeps the map
+    64 B past a pointer into a device allocation, skips a host pointer, leaves a capturing stream alone, and after
+    one launch outruns its wait it follows no more."""
+    import types
+
+    from cuda.bindings import driver as real
+
+    from drvtma.audit import follow
+
+    ok, not_ready = real.CUresult.CUDA_SUCCESS, real.CUresult.CUDA_ERROR_NOT_READY
+    raw = encode_bytes(spec_2d(), ADDRESS)
+    device = {0x7F00_0000_0000: bytes(64) + raw + bytes(4096)}  # one allocation: a map 64 B in
+    state = {"busy": False, "capturing": False, "queries": 0}
+
+    def query(stream):
+        state["queries"] += 1
+        return (not_ready if state["busy"] else ok,)
+
+    def attributes(n, attrs, ptr):
+        for start, data in device.items():
+            if start <= ptr < start + len(data):
+                return ok, [int(real.CUmemorytype.CU_MEMORYTYPE_DEVICE), start, len(data)]
+        return ok, [0, 0, 0]  # not a CUDA pointer: success, null attributes
+
+    def copy(dst, src, n, stream):
+        start = next(a for a in device if a <= src < a + len(device[a]))
+        ctypes.memmove(dst, device[start][src - start:src - start + n], n)
+        return (ok,)
+
+    capture = real.CUstreamCaptureStatus
+    fake = types.SimpleNamespace(
+        CUresult=real.CUresult, CUstream=lambda s: s, CUstreamCaptureStatus=capture, cuStreamQuery=query,
+        cuStreamIsCapturing=lambda s: (ok, capture.CU_STREAM_CAPTURE_STATUS_ACTIVE if state["capturing"] else
+                                       capture.CU_STREAM_CAPTURE_STATUS_NONE),
+        cuPointerGetAttributes=attributes, cuMemcpyDtoHAsync=copy)
+    reader = follow.PointerReader()
+    reader.cu = fake
+    args = (0x7F00_0000_0000).to_bytes(8, "little") + (0x5500_0000_0000).to_bytes(8, "little")
+    found, note = reader(0, args)
+    assert note == "" and found == [{"offset": 0, "pointer": 0x7F00_0000_0000, "delta": 64, "map": raw.hex()}]
+    state["capturing"] = True
+    assert reader(0, args) == (None, "not read: the stream is capturing a graph")
+    state.update(capturing=False, busy=True)
+    monkeypatch.setattr(follow, "WAIT_S", 0.01)
+    assert "ran longer than" in reader(0, args)[1]
+    queries = state["queries"]
+    state["busy"] = False
+    assert reader(0, args) == (None, reader.stopped) and "following stopped" in reader.stopped
+    assert state["queries"] == queries  # no wait once stopped
+
+
 def test_the_runner_and_the_command_line_pass_follow_pointers_on():
     from drvtma.audit.run import main as run_main
     from drvtma.cli.audit import child_command
@@ -465,6 +517,15 @@ def test_usage_errors_are_one_line_and_status_2(argv, words, capsys, tmp_path, m
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err and "Traceback" not in err
+
+
+def test_a_replay_takes_no_follow_pointers(tmp_path, capsys):
+    """A saved stream holds what its run read behind pointers: asking to follow them again is a usage error."""
+    events = tmp_path / "events.jsonl"
+    save_events([], Counts(), events)
+    assert main(["audit", "--report", str(tmp_path / "r"), "--replay", str(events), "--follow-pointers"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--follow-pointers" in err and "\n" not in err
 
 
 def test_where_the_audit_cannot_start_it_says_why_in_one_line_and_exits_3(tmp_path, capfd):

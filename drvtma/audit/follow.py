@@ -66,7 +66,7 @@ class PointerReader:
         self.stopped = ""  # after a launch outran WAIT_S: why no later launch is waited for
 
     def _wait(self, stream) -> str:
-        """"" once the stream's work (the launch) is done, else why not."""
+        """"" once the stream's work (the launch) is done, else why not (after WAIT_S, following stops)."""
         cu = self.cu
         deadline = time.monotonic() + WAIT_S
         while True:
@@ -75,7 +75,8 @@ class PointerReader:
                 return ""
             if err != cu.CUresult.CUDA_ERROR_NOT_READY:
                 return f"not read: cuStreamQuery answered {err.name}"
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline:  # the program's own waits must not add up: stop following
+                self.stopped = f"not read: an earlier launch ran longer than {WAIT_S:g} s, following stopped"
                 return f"not read: the launch ran longer than {WAIT_S:g} s"
             time.sleep(50e-6)
 
@@ -91,8 +92,6 @@ class PointerReader:
             return None, "not read: the stream is capturing a graph"
         why = self._wait(s)
         if why:
-            if "longer than" in why:  # the program's own waits must not add up: stop following
-                self.stopped = f"not read: an earlier launch ran longer than {WAIT_S:g} s, following stopped"
             return None, why
         found = []
         for offset, value in pointer_words(arguments, skip):

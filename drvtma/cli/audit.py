@@ -85,8 +85,9 @@ def audit_command(argv: list[str]) -> int:
         return usage_error(prog, f"--fail-on: unknown rule(s) {', '.join(unknown)}; name drvtma rules "
                                  "(drvtma check --help lists them) or 'any'")
     if args.replay:
-        if program:
-            return usage_error(prog, "--replay judges a saved stream: give no program after --")
+        if program or args.follow_pointers:
+            return usage_error(prog, "--replay judges a saved stream: give no program after -- and no "
+                                     "--follow-pointers (a stream holds what its run read)")
         stream, status, program = load_events(args.replay), 0, [f"replay of {args.replay}"]
     elif not program or (Path(program[0]).name.startswith("python") and len(program) < 2):
         return usage_error(prog, "name the program after --: drvtma audit -- python script.py ARGS")

@@ -149,8 +149,8 @@ def _check_interleave_corners(spec, _limit=None):
         yield TensorMapError("interleave_corners", name, getattr(spec, name),
                              "use corners of 0 with an interleaved map, or INTERLEAVE_NONE (channels last)",
                              "the driver's verdict on an interleaved im2col map with a corner other than 0 is not "
-                             "modelled: on H100 and H200 it took some such maps (empty boxes too) and refused others "
-                             "of the same shape")
+                             "modelled: it took some such maps, empty boxes too (H100, H200), and refused others "
+                             "with valid boxes (H100)")
 
 
 def _swizzle_holds(spec, _limit=None) -> bool:
