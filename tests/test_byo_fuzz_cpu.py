@@ -135,6 +135,30 @@ def test_bound_by_names_a_slow_kernel(direction, run):
     assert {"data", "oracle", "compare", KERNEL_PHASE} <= set(result.timing)
 
 
+@pytest.mark.parametrize("direction, run", [("loads", B.load_images), ("stores", B.store)])
+def test_a_triton_campaign_times_each_signatures_first_call_apart(direction, run):
+    """Triton compiles on a kernel's first call with new constants: those calls are their own phase, so a campaign
+    that pays compiles says so, and the later calls keep the callable's own pace."""
+    from drvtma.fuzz.campaign import bound_by
+    from drvtma.fuzz.triton import TRITON_SPECS
+    from drvtma.fuzz.user import FIRST_CALL_PHASE, KERNEL_PHASE
+
+    compiled = set()
+
+    def compiling(*args):
+        spec = args[0][0].spec if len(args) == 1 else args[2]
+        if TRITON_SPECS.compile_signature(spec) not in compiled:
+            compiled.add(TRITON_SPECS.compile_signature(spec))
+            time.sleep(0.05)
+        return run(*args)
+
+    result, _ = fuzz_kernel(compiling, direction=direction, examples=24, seed=3, strategy="triton", signatures=3)
+    assert len(compiled) <= 3 and bound_by(result.timing).startswith(FIRST_CALL_PHASE), result.timing
+    assert result.timing[KERNEL_PHASE] < 0.05 * len(compiled) <= result.timing[FIRST_CALL_PHASE], result.timing
+    drvtma_result, _ = fuzz_kernel(compiling, direction=direction, examples=12, seed=3)
+    assert FIRST_CALL_PHASE not in drvtma_result.timing  # drvtma's strategy compiles nothing per call
+
+
 def test_bound_by_names_a_slow_oracle(monkeypatch):
     from drvtma.fuzz import kernel as K
     from drvtma.fuzz.campaign import bound_by

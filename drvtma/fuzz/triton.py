@@ -79,6 +79,10 @@ class TritonSpecs:
             return "triton_element_strides"  # nor for element strides: every one is 1
         return None
 
+    def compile_signature(self, spec: TensorMapSpec) -> tuple:
+        """What the runners' kernels are compiled for: the element type, the block (constexprs) and the padding."""
+        return spec.dtype.name, tuple(spec.box), spec.oob_fill
+
     def load_spec(self, ch, options: dict, dtypes=DTYPES) -> TensorMapSpec:
         return TensorMapSpec.from_triton(self.descriptor(ch, options, dtypes))
 

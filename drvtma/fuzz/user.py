@@ -85,20 +85,42 @@ class KernelLoadCase:
 
 
 # The parts of a check of your kernel, timed (`bound_by` names the largest): making the case's data, your callable
-# (its launch, device work and copies back, as one), the oracle, the comparison.
+# (its launch, device work and copies back, as one), the oracle, the comparison. A toolchain that compiles on a
+# kernel's first call with new constants (Triton) gets that first call timed apart: its compile is not the pace of
+# the campaign's later calls.
 KERNEL_PHASE = "your kernel (the callable)"
+FIRST_CALL_PHASE = "your kernel's first call per compile signature (compiling)"
 
 
 def _add_times(session: Session, **parts: float) -> None:
-    names = {"data": "data", "kernel": KERNEL_PHASE, "oracle": "oracle", "compare": "compare"}
+    names = {"data": "data", "kernel": KERNEL_PHASE, "first_call": FIRST_CALL_PHASE, "oracle": "oracle",
+             "compare": "compare"}
     for part, seconds in parts.items():
         session.timing[names[part]] += seconds
+
+
+class _CompileSignatures:
+    """Which calls of the kernel are the first of their compile signature (the strategy's `compile_signature`; a
+    strategy without one compiles nothing per call)."""
+
+    def __init__(self, options: dict):
+        self.signature = getattr(strategy(options.get("strategy", "drvtma")), "compile_signature", None)
+        self.seen: set = set()
+
+    def kernel_part(self, specs) -> str:
+        """"first_call" when any of `specs` brings a signature not called before, else "kernel"."""
+        if self.signature is None:
+            return "kernel"
+        new = {self.signature(spec) for spec in specs} - self.seen
+        self.seen |= new
+        return "first_call" if new else "kernel"
 
 
 class KernelLoadsSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
+        self.signatures = _CompileSignatures(options)
 
     def check(self, cases) -> list[Outcome]:
         if not K.is_batched(self.run):
@@ -108,7 +130,8 @@ class KernelLoadsSession(Session):
         t1 = time.perf_counter()
         results = K.batch_results(self.run([K.LoadCall(m.copy(), K.GUARD_BYTES, c.spec, c.coords.copy())
                                             for m, c in zip(memories, cases)]), len(cases))
-        _add_times(self, data=t1 - t0, kernel=time.perf_counter() - t1)
+        _add_times(self, data=t1 - t0, **{self.signatures.kernel_part(c.spec for c in cases):
+                                           time.perf_counter() - t1})
         return [self._compare(c, m, r) for c, m, r in zip(cases, memories, results)]
 
     def check_one(self, case: KernelLoadCase) -> Outcome:
@@ -118,7 +141,7 @@ class KernelLoadsSession(Session):
         memory = K.load_memory(case.spec, case.data_seed)
         t1 = time.perf_counter()
         result = self.run(memory.copy(), K.GUARD_BYTES, case.spec, case.coords.copy())
-        _add_times(self, data=t1 - t0, kernel=time.perf_counter() - t1)
+        _add_times(self, data=t1 - t0, **{self.signatures.kernel_part([case.spec]): time.perf_counter() - t1})
         return self._compare(case, memory, result)
 
     def _compare(self, case: KernelLoadCase, memory: np.ndarray, result) -> Outcome:
@@ -238,6 +261,7 @@ class KernelStoresSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
+        self.signatures = _CompileSignatures(options)
 
     def _prepare(self, c: StoreFuzzCase) -> tuple:
         """(the case's memory, what the oracle says memory holds after it, the kernel's call)."""
@@ -258,7 +282,7 @@ class KernelStoresSession(Session):
         prepared = [self._prepare(c) for c in cases]
         t = time.perf_counter()
         results = K.batch_results(self.run([call for _, _, call in prepared]), len(cases))
-        _add_times(self, kernel=time.perf_counter() - t)
+        _add_times(self, **{self.signatures.kernel_part(c.case.spec for c in cases): time.perf_counter() - t})
         return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, prepared, results)]
 
     def check_one(self, c: StoreFuzzCase) -> Outcome:
@@ -267,7 +291,7 @@ class KernelStoresSession(Session):
         memory, want, call = self._prepare(c)
         t = time.perf_counter()
         result = self.run(*call)
-        _add_times(self, kernel=time.perf_counter() - t)
+        _add_times(self, **{self.signatures.kernel_part([c.case.spec]): time.perf_counter() - t})
         return self._compare(c, memory, want, result)
 
     def _compare(self, c: StoreFuzzCase, memory: np.ndarray, want: np.ndarray, result) -> Outcome:
