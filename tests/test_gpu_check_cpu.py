@@ -256,3 +256,64 @@ def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_p
     monkeypatch.setattr(gpu_check, "commit", lambda: "def")
     with pytest.raises(SystemExit, match="saved run's commit is 'abc'"):
         gpu_check.main()
+
+
+def test_a_step_the_budget_cuts_short_runs_again_on_resume(tmp_path, monkeypatch):
+    """A step killed because the budget ran out (not by its own timeout) is "cut by the time budget", not a failure
+    of the step: --resume runs it again, and the report keeps only its new row and output."""
+    import sys
+    import types
+
+    clock, durations = [0.0], {"a": 1.0, "b": 20.0, "c": 1.0}
+
+    def run_step(cmd, env, timeout):
+        name = cmd[-1]
+        if durations[name] > timeout:
+            clock[0] += timeout
+            return "timeout", f"step {name} killed"
+        clock[0] += durations[name]
+        return 0, f"step {name} ran"
+
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
+    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
+    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(gpu_check, "run_step", run_step)
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [
+        {"name": n, "cmd": [sys.executable, n], "timeout": 60} for n in "abc"])
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "12", "--out", ""])
+    assert gpu_check.main() == 1  # b gets the 11 s left of its 60 and is killed; c never starts
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert "| b | cut by the time budget |" in report and "| c | not run (out of time budget) |" in report
+    durations["b"] = 5.0
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", "", "--resume"])
+    assert gpu_check.main() == 0
+    report = (tmp_path / "gpu-check.md").read_text()
+    assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
+        [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
+    assert "step b ran" in report and "step b killed" not in report and report.count("### b (") == 1
+    assert "- result: green" in report
+
+
+def test_a_step_its_own_timeout_kills_is_a_failure_that_resume_keeps(tmp_path, monkeypatch):
+    """A step that outruns its own timeout with budget to spare failed: --resume does not run it again."""
+    import sys
+    import types
+
+    clock = [0.0]
+
+    def run_step(cmd, env, timeout):
+        clock[0] += timeout
+        return "timeout", "killed"
+
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
+    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
+    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(gpu_check, "run_step", run_step)
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [{"name": "a", "cmd": [sys.executable, "a"], "timeout": 5}])
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", ""])
+    assert gpu_check.main() == 1
+    assert "| a | FAILED (exit timeout) |" in (tmp_path / "gpu-check.md").read_text()
+    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", "", "--resume"])
+    assert gpu_check.main() == 1 and clock[0] == 5.0  # not run again
