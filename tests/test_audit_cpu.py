@@ -165,6 +165,33 @@ def test_a_map_by_value_is_found_at_its_parameter_with_the_layout_from_the_loade
     assert v.agrees is True and not j.never_launched() and not j.not_encoded()
 
 
+def test_the_sass_of_each_launched_kernel_says_whether_it_issues_tma_and_edits_maps_in_global_memory(tmp_path):
+    """After the run, the cubins seen loading are disassembled once each: a kernel whose arguments hold no map but
+    whose SASS issues tensor copies keeps its maps where the audit cannot read them; the report says so per launch.
+    A kernel with no cubin seen gets no entry; a reading past its budget says why."""
+    from drvtma.runtime.compiler import compile_cubin
+
+    cubin = compile_cubin("tma/global_map.cu")  # global_map_load: a map behind a pointer, fenced (UTMACCTL.IV)
+    c = Capture()
+    c.on_module_loaded(module_record(cubin))
+    c.on_driver_exit("cuLaunchKernel", launch_record(b"global_map_load", buffer=bytes(64)))
+    c.on_driver_exit("cuLaunchKernel", launch_record(b"unseen_kernel", buffer=bytes(32)))
+    c.read_kernel_tma()
+    tma = c.counts.kernel_tma
+    assert set(tma) == {"global_map_load"}, tma
+    assert "UTMACCTL.IV" in tma["global_map_load"] and any(op.startswith("UTMALDG") for op in tma["global_map_load"])
+    data = json.loads(write_report(tmp_path, judge(c.events()), c.counts, "p")[0].read_text())
+    by_kernel = {x["kernel"]: x["tma_instructions"] for x in data["launches"]}
+    assert by_kernel == {"global_map_load": tma["global_map_load"], "unseen_kernel": None}
+    md = (tmp_path / "audit.md").read_text()
+    assert "UTMACCTL.IV" in md and "no cubin seen" in md
+    late = Capture()
+    late.on_module_loaded(module_record(cubin))
+    late.on_driver_exit("cuLaunchKernel", launch_record(b"global_map_load", buffer=bytes(64)))
+    late.read_kernel_tma(seconds=-1)
+    assert late.counts.kernel_tma["global_map_load"].startswith("not read: the"), late.counts.kernel_tma
+
+
 def test_a_packed_buffer_yields_only_the_windows_that_are_maps():
     raw = encode_bytes(spec_2d(), ADDRESS)
     rng = np.random.default_rng(5)

@@ -144,6 +144,14 @@ def test_the_command_line_audits_each_library(name, tmp_path):
                        "launched": [{"kernel": (u["kernel"] or "")[:60], "parameter": u["parameter"], "offset": u["offset"],
                                      "launches": u["launches"]} for u in m["launched_by"][:2]],
                        "hints": m["hints"][:3], "rules_broken": [r["rule"] for r in m["rules_broken"]]})
+    # where no map is in the arguments: does the kernel issue TMA at all, and edit maps in global memory?
+    for x in [x for x in data["launches"] if not x["maps"] and x["library"] not in ("python",)][:8]:
+        record_figure({"test": "audit_kernel_tma", "program": name, "library": x["library"],
+                       "kernel": (x["kernel"] or "")[:60], "launches": x["launches"],
+                       "argument_bytes": x["argument_bytes"], "tma_instructions": x["tma_instructions"]})
+    if name in ("drvtma", "triton"):  # their kernels take maps by value and load through them
+        tma = [x["tma_instructions"] for x in data["launches"] if x["maps"]]
+        assert tma and all(isinstance(t, list) and any(op.startswith("UTMALDG") for op in t) for t in tma), tma
     for x in data["launches"][:4]:
         if x["unreadable"]:
             record_figure({"test": "audit_unreadable", "program": name, "kernel": (x["kernel"] or "")[:60],

@@ -83,19 +83,38 @@ def caller_frames(frame) -> tuple[str, str]:
     return library or ("python" if user else "no Python frame"), user
 
 
+def image_cubins(image: bytes) -> list[bytes]:
+    """The cubin itself, or a fatbin's uncompressed cubins (PTX and compressed entries are not read)."""
+    kind = images.image_kind(image)
+    if kind == "cubin":
+        return [image]
+    if kind == "fatbin":
+        return [p for k, _, p in images.fatbin_entries(image) if k == "cubin" and p is not None]
+    return []
+
+
 def image_layouts(image: bytes) -> dict[str, list[tuple[int, int]]]:
     """Kernel name -> parameter layout of every kernel of a cubin, or of a fatbin's uncompressed cubins (no
     disassembly: a module load must stay cheap)."""
-    kind = images.image_kind(image)
-    cubins = [image] if kind == "cubin" else [p for k, _, p in images.fatbin_entries(image)
-                                              if k == "cubin" and p is not None] if kind == "fatbin" else []
     out: dict[str, list[tuple[int, int]]] = {}
-    for data in cubins:
+    for data in image_cubins(image):
         for name in cubin_records.kernel_names(data):
             layout = cubin_records.kernel_params(data, name)
             if layout is not None:
                 out.setdefault(name, layout)
     return out
+
+
+TMA_OPCODES = ("UTMA", "UBLK")  # tensor copies, map prefetch / invalidation (UTMACCTL), bulk copies
+MAX_KEPT_CUBIN_BYTES = 256 << 20  # cubins kept for the end-of-run SASS reading (beyond: not kept, said so)
+SASS_SECONDS = 60.0  # the end-of-run reading stops after this long (the rest: said so)
+
+
+def tma_instructions(cubin: bytes) -> dict[str, list[str]]:
+    """Kernel name -> the TMA instructions (opcode with modifiers, sorted) its SASS holds; [] for none."""
+    from ..runtime.sass import functions
+
+    return {name: sorted({op for op in ops if op.startswith(TMA_OPCODES)}) for name, ops in functions(cubin).items()}
 
 
 class Capture:
@@ -111,6 +130,8 @@ class Capture:
         self._seq = itertools.count()
         self._lock = threading.Lock()
         self._module_layouts: dict[str, list[tuple[int, int]]] = {}  # kernel name -> layout, from loaded cubins
+        self._cubins: dict[str, bytes] = {}  # kernel name -> its loaded cubin (for kernel_tma, after the run)
+        self._kept_bytes = 0
         self._function_layouts: dict[tuple[int, str], list[tuple[int, int]] | None] = {}
         self._param_layout = param_layout or (lambda function: None)
         # --follow-pointers: `follow(stream, arguments, skip) -> (found, note)` (audit.follow.PointerReader), called
@@ -150,10 +171,42 @@ class Capture:
         """A MODULE_LOADED resource callback: keep the layouts of the kernels its image holds."""
         try:
             image = structs.read_module(resource_address)
-            for name, layout in (image_layouts(image) if image else {}).items():
-                self._module_layouts.setdefault(name, layout)
+            for cubin in image_cubins(image) if image else []:
+                names = cubin_records.kernel_names(cubin)
+                for name in names:
+                    layout = cubin_records.kernel_params(cubin, name)
+                    if layout is not None:
+                        self._module_layouts.setdefault(name, layout)
+                if self._kept_bytes + len(cubin) <= MAX_KEPT_CUBIN_BYTES:
+                    self._kept_bytes += len(cubin)
+                    for name in names:
+                        self._cubins.setdefault(name, cubin)
         except Exception as exc:  # noqa: BLE001
             self.counts.errors.append(f"module load: {type(exc).__name__}: {exc}")
+
+    def read_kernel_tma(self, seconds: float = SASS_SECONDS) -> None:
+        """After the run: `counts.kernel_tma`, the TMA instructions in the SASS of every launched kernel whose cubin
+        was seen loading (one nvdisasm per cubin). It says whether a kernel whose arguments hold no map uses TMA at
+        all, and whether it edits maps in global memory (UTMACCTL.IV: the tensormap proxy fence)."""
+        import time
+
+        from ..errors import DrvtmaError
+
+        start = time.perf_counter()
+        read: dict[int, dict[str, list[str] | str]] = {}  # id(cubin) -> its kernels' instructions (or why not)
+        for kernel in sorted({x.kernel for x in self.launches.values()}):
+            cubin = self._cubins.get(kernel)
+            if cubin is None:
+                continue  # no cubin seen (loaded before the audit, compressed, PTX): nothing to say
+            if id(cubin) not in read:
+                if time.perf_counter() - start > seconds:
+                    self.counts.kernel_tma[kernel] = f"not read: the {seconds:.0f}-s reading budget ran out"
+                    continue
+                try:
+                    read[id(cubin)] = dict(tma_instructions(cubin))
+                except DrvtmaError as exc:  # no nvdisasm, or one too old for the cubin
+                    read[id(cubin)] = {kernel: f"not read: {exc}"}
+            self.counts.kernel_tma[kernel] = read[id(cubin)].get(kernel, "not read: the kernel is not in its cubin")
 
     # ---- the three kinds of call
     def _encode(self, api, cb, result, library, caller) -> None:

@@ -152,3 +152,6 @@ class Counts:
     unreadable_launches: dict = field(default_factory=dict)  # reason -> launches
     runtime_launches: int = 0  # launches seen through the runtime API (cudaLaunchKernel*): how cuBLAS/cuDNN launch
     errors: list = field(default_factory=list)  # the capture's own failures, one line each (never raised)
+    # kernel name -> the TMA instructions its SASS holds (UTMALDG.2D, UTMACCTL.IV, ...), read from the cubins seen
+    # as modules loaded; a str: why it was not read. Launched kernels only.
+    kernel_tma: dict = field(default_factory=dict)

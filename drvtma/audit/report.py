@@ -81,7 +81,8 @@ def report_json(j: Judgement, counts: Counts, program: str) -> dict:
                       "argument_bytes": None if x.arguments is None else len(x.arguments),
                       "packed": x.layout is None and x.arguments is not None, "unreadable": x.unreadable,
                       "maps": sum(any(u.launch is x for u in v.launches) for v in maps),
-                      "pointers_followed": x.behind is not None, "behind_note": x.behind_note} for x in j.launches],
+                      "pointers_followed": x.behind is not None, "behind_note": x.behind_note,
+                      "tma_instructions": counts.kernel_tma.get(x.kernel)} for x in j.launches],
         "unreadable_launches": counts.unreadable_launches,
         "runtime_launches": counts.runtime_launches,
         "capture_errors": counts.errors,
@@ -111,9 +112,13 @@ def markdown(j: Judgement, counts: Counts, program: str, pictures: dict | None =
         u.launch is x for v in maps for u in v.launches)]
     if empty:
         out += ["## Launches with no map in their arguments", "",
-                table_text(["library", "kernel", "launches", "argument bytes", "passed as"],
+                "TMA in the kernel's SASS (from the cubin seen loading): a kernel that issues tensor copies with no "
+                "map in its arguments builds or keeps its maps where the audit cannot read them; UTMACCTL.IV is "
+                "the fence of a map edited in global memory.", "",
+                table_text(["library", "kernel", "launches", "argument bytes", "passed as", "TMA in its SASS"],
                            [[x.library, x.kernel[:80], str(x.count), str(len(cast(bytes, x.arguments))),
-                             "packed buffer" if x.layout is None else "kernelParams"] for x in empty]), ""]
+                             "packed buffer" if x.layout is None else "kernelParams",
+                             _tma_cell(counts.kernel_tma.get(x.kernel))] for x in empty]), ""]
     for title, chosen in (("Maps encoded but never launched", j.never_launched()),
                           ("Maps launched that no encode seen wrote (edited, or built elsewhere)", j.not_encoded())):
         if chosen:
@@ -123,6 +128,14 @@ def markdown(j: Judgement, counts: Counts, program: str, pictures: dict | None =
     if counts.errors:
         out += ["## The capture's own errors", "", *[f"- {e}" for e in counts.errors[:20]], ""]
     return "\n".join(out)
+
+
+def _tma_cell(instructions) -> str:
+    if instructions is None:
+        return "no cubin seen"
+    if isinstance(instructions, str):
+        return instructions
+    return ", ".join(instructions) or "none"
 
 
 def _map_lines(index: int, v: MapVerdict, picture: str | None) -> list[str]:

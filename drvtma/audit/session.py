@@ -106,9 +106,11 @@ class Subscription:
             self.capture.counts.errors.append(f"callback: {type(exc).__name__}: {exc}")
 
     def close(self) -> None:
+        """Stop watching, then read the TMA instructions of the launched kernels (capture.read_kernel_tma)."""
         if self._handle is not None:
             self._cupti.unsubscribe(self._handle)
             self._handle = None
+            self.capture.read_kernel_tma()
 
     def __enter__(self) -> Subscription:
         return self
