@@ -419,3 +419,104 @@ def test_roundtrip_kernels_issue_tma_loads_and_stores():
     assert "UTMALDG.2D" in tma and "UTMASTG.2D" in tma and "FENCE.VIEW.ASYNC.S" in tma
     plain = sass.instructions(cubin, "plain_roundtrip")
     assert not any(op.startswith(("UTMA", "UBLK")) for op in plain)
+
+
+# ---- the batch runner's plumbing, with the GPU played by the oracle (no device)
+
+class _FakeGpu:
+    """Device buffers as NumPy arrays at fake addresses, maps that remember their spec and address, and a
+    store_probe "kernel" that does what each job says: read the box from the uploaded image at the job's offset,
+    store it where the job's map points."""
+
+    def __init__(self, skip_case: int | None = None):
+        self.buffers, self.allocations, self.maps, self.skip_case = {}, 0, [], skip_case
+        gpu = self
+
+        class Buffer:
+            def __init__(self, nbytes):
+                gpu.allocations += 1
+                self.nbytes, self.ptr = int(nbytes), (1 << 32) * gpu.allocations  # apart: no two overlap
+                self.data = np.full(self.nbytes, 0xEE, np.uint8)  # stale bytes, not zeros
+                self.closed = False
+                gpu.buffers[self.ptr] = self
+
+            def upload(self, arr, offset=0):
+                raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+                self.data[offset:offset + raw.size] = raw
+
+            def download(self, dtype=np.uint8, shape=None, offset=0):
+                n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                return self.data[offset:offset + n].view(dtype).reshape(shape).copy()
+
+            def close(self):
+                self.closed = True
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                self.close()
+
+        self.Buffer = Buffer
+
+    def encode(self, spec, address, validate=True):
+        self.maps.append((spec, address))
+        index = len(self.maps) - 1
+        return mock.Mock(to_bytes=lambda: index.to_bytes(8, "little") + bytes(120))
+
+    def module(self):
+        gpu = self
+
+        def launch(maps_buf, jobs_buf, img_buf, n, **kw):
+            jobs = jobs_buf.data[:n * P.STORE_JOB_DTYPE.itemsize].view(P.STORE_JOB_DTYPE)
+            for i in range(n):
+                if i == gpu.skip_case:
+                    continue
+                spec, address = gpu.maps[int.from_bytes(maps_buf.data[128 * i:128 * i + 8].tobytes(), "little")]
+                job = jobs[i]
+                image = img_buf.data[job["image_offset"]:job["image_offset"] + job["image_bytes"]]
+                box = S.box_from_smem(spec, image, int(job["smem_offset"]))
+                coords = tuple(reversed([int(c) for c in job["coords"][:job["rank"]]]))  # TMA order -> NumPy
+                op = next(name for name, code in P.OP_CODES.items() if code == job["op"])
+                memory = next(b for b in gpu.buffers.values() if b.ptr <= address < b.ptr + b.nbytes)
+                S.apply_store(memory.data, address - memory.ptr, spec, coords, box, op)
+
+        return mock.Mock(kernel=lambda name: mock.Mock(launch=launch))
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    def install(**kw):
+        gpu = _FakeGpu(**kw)
+        monkeypatch.setattr(P.driver, "DeviceBuffer", gpu.Buffer)
+        monkeypatch.setattr(P, "encode_tiled", gpu.encode)
+        monkeypatch.setattr(P, "_probe_module", gpu.module)
+        return gpu
+    return install
+
+
+def test_a_batch_in_scratch_buffers_reuses_them_and_matches_the_oracle(fake_gpu):
+    """Batches through one ScratchBuffers allocate once (grow-only) and leave the buffers open; without it each
+    batch frees its own. Every case matches, guards included, in both."""
+    gpu = fake_gpu()
+    rng = np.random.default_rng(3)
+    batches = [[S.random_store_case(rng) for _ in range(12)] for _ in range(3)]
+    scratch = P.driver.ScratchBuffers(minimum=1 << 22)  # large enough for every batch: allocated once
+    for cases in batches:
+        result = P.run_store_cases(cases, rng, scratch=scratch)
+        assert not result.failures, result.report()
+    assert gpu.allocations == 4 and not any(b.closed for b in gpu.buffers.values())
+    scratch.close()
+    result = P.run_store_cases(batches[0], rng)
+    assert not result.failures, result.report()
+    assert gpu.allocations == 8 and all(b.closed for b in gpu.buffers.values())
+
+
+def test_a_case_the_gpu_leaves_undone_is_caught_in_scratch_buffers_too(fake_gpu):
+    rng = np.random.default_rng(4)
+    cases = [S.random_store_case(rng, ops=[S.STORE]) for _ in range(6)]
+    undone = next(i for i, c in enumerate(cases) if S.store_targets(c.spec, c.coords).count)  # one that writes
+    fake_gpu(skip_case=undone)
+    with P.driver.ScratchBuffers() as scratch:
+        result = P.run_store_cases(cases, rng, scratch=scratch)
+    assert [c.case for c in result.failures] == [cases[undone]]

@@ -14,6 +14,7 @@ from typing import cast
 
 import numpy as np
 
+from ..runtime.driver import ScratchBuffers
 from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
 from ..tma.stores.probe import GUARD_BYTES, run_store_cases
 from ..tma.tiled.rules import round_up
@@ -42,14 +43,19 @@ class StoreFuzzCase:
 
 
 class StoresSession(Session):
-    """Every case of a batch in one launch (`run_store_cases`), which opens and frees its own buffers."""
+    """Every case of a batch in one launch (`run_store_cases`), in device buffers kept from batch to batch."""
+
+    def __init__(self, options: dict, fake: bool = False):
+        super().__init__(options, fake)
+        # a batch's four buffers allocated and freed each time: eight driver calls, the frees waiting for the device
+        self.scratch = self.own(ScratchBuffers(minimum=1 << 16))
 
     def check(self, cases) -> list[Outcome]:
         t0 = time.perf_counter()
         data = [c.data() for c in cases]
         t1 = time.perf_counter()
         result = run_store_cases([c.case for c in cases], np.random.default_rng(cases[0].data_seed),
-                                 initial=[d[0] for d in data], sources=[d[1] for d in data])
+                                 initial=[d[0] for d in data], sources=[d[1] for d in data], scratch=self.scratch)
         t2 = time.perf_counter()
         self.timing["data"] += t1 - t0
         self.timing["probe+oracle"] += t2 - t1

@@ -3,6 +3,7 @@ compared byte for byte, guards included, with the stores `oracle`."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 
@@ -66,10 +67,12 @@ def _probe_module():
 
 
 def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True,
-                    initial=None, sources=None) -> StoreBatchResult:
+                    initial=None, sources=None, scratch: driver.ScratchBuffers | None = None) -> StoreBatchResult:
     """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
     buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
-    box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process)."""
+    box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process). `scratch`: device
+    buffers kept from batch to batch (a fuzz session's), else the batch allocates and frees its own. The oracle
+    runs while the GPU does."""
     rng = rng if rng is not None else np.random.default_rng()
     cases = list(cases)
     if check:
@@ -103,10 +106,6 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
         images.append(smem_from_box(spec, box, case.smem_offset, pad))
         image_offsets.append(ipos)
         ipos += spec.smem_bytes
-    expected = memory.copy()
-    written = [apply_store(expected, bases[i], c.spec, c.coords, boxes[i], c.op).count
-               if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(cases)]
-
     jobs = np.zeros(len(cases), STORE_JOB_DTYPE)
     for i, case in enumerate(cases):
         jobs[i]["image_offset"] = image_offsets[i]
@@ -119,17 +118,27 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
     image_blob = np.concatenate(images) if images else np.zeros(16, np.uint8)
     max_image = max((c.spec.smem_bytes for c in cases), default=16)
     kernel = _probe_module().kernel("store_probe")
-    with driver.DeviceBuffer(memory.size) as gmem, driver.DeviceBuffer(128 * max(len(cases), 1)) as maps_buf, \
-            driver.DeviceBuffer.from_array(jobs) as jobs_buf, driver.DeviceBuffer.from_array(image_blob) as img_buf:
-        gmem.upload(memory)
-        maps = np.zeros((max(len(cases), 1), 128), np.uint8)
+    maps = np.zeros((max(len(cases), 1), 128), np.uint8)
+    with contextlib.ExitStack() as owned:
+        def buffer(name: str, array: np.ndarray) -> driver.DeviceBuffer:
+            """A device buffer holding `array` from its start: the scratch's (reused), else the batch's own."""
+            buf = (scratch.get(name, array.nbytes) if scratch is not None
+                   else owned.enter_context(driver.DeviceBuffer(max(array.nbytes, 1))))
+            buf.upload(np.ascontiguousarray(array))
+            return buf
+
+        gmem = buffer("memory", memory)
         for i, case in enumerate(cases):
             # validate=False: check_case validated every case above (or the caller asked for no checks)
             tmap = encode_tiled(case.spec, gmem.ptr + bases[i], validate=False)
             maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
-        maps_buf.upload(maps)
+        maps_buf, jobs_buf, img_buf = buffer("maps", maps), buffer("jobs", jobs), buffer("images", image_blob)
         kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
                       shared_mem=max_image + _SMEM_SLACK)
+        # the oracle while the launch runs (it is asynchronous; the download below waits for it)
+        expected = memory.copy()
+        written = [apply_store(expected, bases[i], c.spec, c.coords, boxes[i], c.op).count
+                   if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(cases)]
         got = gmem.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the launch
     results = []
     for i, case in enumerate(cases):
