@@ -20,7 +20,7 @@ pytestmark = pytest.mark.gpu
 
 KERNELS = Path(__file__).parent / "support" / "byo_gpu_kernels.py"
 # the drvtma runners' campaigns: enough cases to reach every coverage class 20 times (drvtma.fuzz.standard)
-EXAMPLES = {t: str(kernel_campaign(f"kernel-{t}", "drvtma").examples) for t in ("loads", "stores", "reductions")}
+EXAMPLES = {t: str(kernel_campaign(f"kernel-{t}", "drvtma").examples) for t in ("stores", "reductions")}
 
 
 def _uses_tma(direction: str = "load") -> bool:
@@ -44,8 +44,8 @@ def _needs_triton() -> None:
 
 
 def test_drvtma_runner_matches_the_oracle(ctx, tmp_path):
-    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_images", "--examples", EXAMPLES["loads"],
-               "--seed", "1", "--quiet", "--no-db", "--out", str(tmp_path)])
+    rc = main(["fuzz", "loads", "--kernel", f"{KERNELS}:drvtma_images", *kernel_campaign("kernel-loads", "drvtma").cli(),
+               "--quiet", "--no-db", "--out", str(tmp_path)])
     js = json.loads((tmp_path / "kernel-loads-report.json").read_text())
     record_figure({"test": "byo_fuzz", "toolchain": "drvtma", "direction": "load", "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": _uses_tma()})

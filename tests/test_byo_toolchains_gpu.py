@@ -59,10 +59,11 @@ def test_the_toolchains_kernel_matches_the_oracle(ctx, tmp_path, toolchain, dire
     target, instruction, examples, least, _ = DIRECTIONS[direction]
     name = G.BUILDS[direction][1]
     uses_tma = any(op.startswith(instruction) for op in instructions(_built(toolchain, direction), name))
-    if (toolchain, direction) == ("cuda.core", "load"):  # its own strategy: enough cases for every class 20 times
-        examples = kernel_campaign("kernel-loads", "cuda.core").examples
-    rc = _fuzz(tmp_path, target, KERNELS_OF[toolchain, direction][0], TOOLCHAINS[toolchain],
-               "--examples", str(examples), "--seed", "1")
+    options = ["--examples", str(examples), "--seed", "1"]
+    if direction == "load":  # the standard campaign's boxes a call (cuda.core's: its cases too, for every class)
+        campaign = kernel_campaign("kernel-loads", TOOLCHAINS[toolchain])
+        options = campaign.cli() if toolchain == "cuda.core" else [*options, "--max-boxes", str(campaign.max_boxes)]
+    rc = _fuzz(tmp_path, target, KERNELS_OF[toolchain, direction][0], TOOLCHAINS[toolchain], *options)
     js = json.loads((tmp_path / f"kernel-{target}-report.json").read_text())
     record_figure({"test": "byo_fuzz", "toolchain": toolchain, "direction": direction, "cases": js["cases"],
                    "boxes": js["size"], "mismatches": js["mismatches"], "uses_tma": uses_tma})
