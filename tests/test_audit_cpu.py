@@ -192,6 +192,23 @@ def test_the_sass_of_each_launched_kernel_says_whether_it_issues_tma_and_edits_m
     assert late.counts.kernel_tma["global_map_load"].startswith("not read: the"), late.counts.kernel_tma
 
 
+def test_a_cubin_nvdisasm_cannot_read_says_so_for_every_kernel_of_it(monkeypatch):
+    from drvtma.audit import capture as capture_module
+    from drvtma.errors import DrvtmaError
+    from drvtma.runtime.compiler import compile_cubin
+
+    def unreadable(cubin):
+        raise DrvtmaError("nvdisasm not found")
+
+    monkeypatch.setattr(capture_module, "tma_instructions", unreadable)
+    c = Capture()
+    c.on_module_loaded(module_record(compile_cubin("tma/global_map.cu")))
+    for kernel in (b"global_map_load", b"const_map_load"):
+        c.on_driver_exit("cuLaunchKernel", launch_record(kernel, buffer=bytes(64)))
+    c.read_kernel_tma()
+    assert c.counts.kernel_tma == {k: "not read: nvdisasm not found" for k in ("global_map_load", "const_map_load")}
+
+
 def test_a_packed_buffer_yields_only_the_windows_that_are_maps():
     raw = encode_bytes(spec_2d(), ADDRESS)
     rng = np.random.default_rng(5)

@@ -14,9 +14,12 @@ import functools
 import itertools
 import sys
 import threading
+import time
 
+from ..errors import DrvtmaError
 from ..runtime import cubin as cubin_records
 from ..runtime import images
+from ..runtime.sass import functions
 from . import structs
 from .events import Counts, Encode, Launch, Replace
 from .follow import MAX_FOLLOWED
@@ -93,13 +96,17 @@ def image_cubins(image: bytes) -> list[bytes]:
     return []
 
 
+def cubin_layouts(cubin: bytes) -> dict[str, list[tuple[int, int]] | None]:
+    """Kernel name -> its parameter layout (None where the cubin has no records of it), every kernel of a cubin."""
+    return {name: cubin_records.kernel_params(cubin, name) for name in cubin_records.kernel_names(cubin)}
+
+
 def image_layouts(image: bytes) -> dict[str, list[tuple[int, int]]]:
     """Kernel name -> parameter layout of every kernel of a cubin, or of a fatbin's uncompressed cubins (no
     disassembly: a module load must stay cheap)."""
     out: dict[str, list[tuple[int, int]]] = {}
     for data in image_cubins(image):
-        for name in cubin_records.kernel_names(data):
-            layout = cubin_records.kernel_params(data, name)
+        for name, layout in cubin_layouts(data).items():
             if layout is not None:
                 out.setdefault(name, layout)
     return out
@@ -112,8 +119,6 @@ SASS_SECONDS = 60.0  # the end-of-run reading stops after this long (the rest: s
 
 def tma_instructions(cubin: bytes) -> dict[str, list[str]]:
     """Kernel name -> the TMA instructions (opcode with modifiers, sorted) its SASS holds; [] for none."""
-    from ..runtime.sass import functions
-
     return {name: sorted({op for op in ops if op.startswith(TMA_OPCODES)}) for name, ops in functions(cubin).items()}
 
 
@@ -172,14 +177,13 @@ class Capture:
         try:
             image = structs.read_module(resource_address)
             for cubin in image_cubins(image) if image else []:
-                names = cubin_records.kernel_names(cubin)
-                for name in names:
-                    layout = cubin_records.kernel_params(cubin, name)
+                layouts = cubin_layouts(cubin)
+                for name, layout in layouts.items():
                     if layout is not None:
                         self._module_layouts.setdefault(name, layout)
-                if self._kept_bytes + len(cubin) <= MAX_KEPT_CUBIN_BYTES:
+                if self._kept_bytes + len(cubin) <= MAX_KEPT_CUBIN_BYTES:  # kept for read_kernel_tma
                     self._kept_bytes += len(cubin)
-                    for name in names:
+                    for name in layouts:
                         self._cubins.setdefault(name, cubin)
         except Exception as exc:  # noqa: BLE001
             self.counts.errors.append(f"module load: {type(exc).__name__}: {exc}")
@@ -188,12 +192,8 @@ class Capture:
         """After the run: `counts.kernel_tma`, the TMA instructions in the SASS of every launched kernel whose cubin
         was seen loading (one nvdisasm per cubin). It says whether a kernel whose arguments hold no map uses TMA at
         all, and whether it edits maps in global memory (UTMACCTL.IV: the tensormap proxy fence)."""
-        import time
-
-        from ..errors import DrvtmaError
-
         start = time.perf_counter()
-        read: dict[int, dict[str, list[str] | str]] = {}  # id(cubin) -> its kernels' instructions (or why not)
+        read: dict[int, dict[str, list[str]] | str] = {}  # id(cubin) -> its kernels' instructions, or why not read
         for kernel in sorted({x.kernel for x in self.launches.values()}):
             cubin = self._cubins.get(kernel)
             if cubin is None:
@@ -203,10 +203,12 @@ class Capture:
                     self.counts.kernel_tma[kernel] = f"not read: the {seconds:.0f}-s reading budget ran out"
                     continue
                 try:
-                    read[id(cubin)] = dict(tma_instructions(cubin))
-                except DrvtmaError as exc:  # no nvdisasm, or one too old for the cubin
-                    read[id(cubin)] = {kernel: f"not read: {exc}"}
-            self.counts.kernel_tma[kernel] = read[id(cubin)].get(kernel, "not read: the kernel is not in its cubin")
+                    read[id(cubin)] = tma_instructions(cubin)
+                except DrvtmaError as exc:  # no nvdisasm, or one too old for the cubin: every kernel of it says so
+                    read[id(cubin)] = f"not read: {exc}"
+            found = read[id(cubin)]
+            self.counts.kernel_tma[kernel] = found if isinstance(found, str) else found.get(
+                kernel, "not read: the kernel is not in its cubin")
 
     # ---- the three kinds of call
     def _encode(self, api, cb, result, library, caller) -> None:
