@@ -4,6 +4,8 @@ check), and the report's header carries the wall time and a verdict that is gree
 
 import importlib.machinery
 import importlib.util
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -136,7 +138,6 @@ def test_unreadable_figure_lines_are_listed_not_fatal(tmp_path):
 
 def test_a_step_past_its_timeout_is_ended_with_every_process_it_started(tmp_path):
     import os
-    import sys
     import time
 
     pid_file = tmp_path / "grandchild.pid"
@@ -206,14 +207,33 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
     assert done.value.code == 2 and "--fuzz-shards" in capsys.readouterr().err
 
 
+def _fake_machine(monkeypatch, tmp_path, clock: list, run_step, steps: list) -> None:
+    """gpu-check over fakes: its results in tmp_path, commit abc, `steps` run by `run_step`, which advances
+    `clock[0]` (what gpu-check reads as time)."""
+    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
+    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
+    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
+    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(gpu_check, "run_step", run_step)
+    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: steps)
+
+
+def _gpu_check(monkeypatch, tmp_path, *argv: str) -> tuple[int, str]:
+    """(gpu-check's exit status, its report) for these options."""
+    monkeypatch.setattr(sys, "argv", ["gpu-check", *argv, "--out", ""])
+    return gpu_check.main(), (tmp_path / "gpu-check.md").read_text()
+
+
+def _step_results(report: str) -> list[str]:
+    """The result column of the steps a, b and c."""
+    return [line.split(" | ")[1] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))]
+
+
 def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_path, monkeypatch):
     """A run cut by its budget goes on with --resume, on a fresh machine too (only the state file kept): the steps it
     ran keep their rows, junit counts and figure lines, the rest run, and the report's wall time is the parts' sum;
     a saved run of another commit is refused with one line. The clock and the steps are fakes: a step advances the
     clock by its duration and writes what a real one would (a pytest step its junit file, each a figure line)."""
-    import sys
-    import types
-
     from drvtma import settings
 
     clock = [0.0]
@@ -229,27 +249,18 @@ def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_p
             f.write(f'{{"test": "{name}"}}\n')
         return 0, f"step {name} ran"
 
-    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
-    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
-    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    monkeypatch.setattr(gpu_check, "run_step", run_step)
-    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [
+    _fake_machine(monkeypatch, tmp_path, clock, run_step, [
         {"name": "a", "cmd": [sys.executable, "-m", "pytest", "a"], "timeout": 60},
         {"name": "b", "cmd": [sys.executable, "b"], "timeout": 60},
         {"name": "c", "cmd": [sys.executable, "c"], "timeout": 60}])
     # a budget of 15 s: a and b start with 10 s or more left, c (after 6 s) with 9 s: not run
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "15", "--out", ""])
-    assert gpu_check.main() == 1
-    report = (tmp_path / "gpu-check.md").read_text()
+    status, report = _gpu_check(monkeypatch, tmp_path, "--budget-s", "15")
+    assert status == 1
     assert "| a | ok |" in report and "| b | ok |" in report and "| c | not run (out of time budget) |" in report
     for leftover in [*tmp_path.glob(".gpu-check-junit-*.xml"), tmp_path / ".gpu-check-figures.jsonl"]:
         leftover.unlink()  # a fresh machine: only the state file came along
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "15", "--out", "", "--resume"])
-    assert gpu_check.main() == 0
-    report = (tmp_path / "gpu-check.md").read_text()
-    assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
-        [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
+    status, report = _gpu_check(monkeypatch, tmp_path, "--budget-s", "15", "--resume")
+    assert status == 0 and _step_results(report) == ["ok", "ok", "ok"]
     assert "- wall time: 7.0 s for the whole run in 2 parts (--resume)" in report
     assert "- result: green" in report and "passed 1, failed 0" in report
     assert '{"test": "a"}' in report and '{"test": "c"}' in report
@@ -261,9 +272,6 @@ def test_resume_runs_only_the_steps_not_run_and_refuses_another_runs_state(tmp_p
 def test_a_step_the_budget_cuts_short_runs_again_on_resume(tmp_path, monkeypatch):
     """A step killed because the budget ran out (not by its own timeout) is "cut by the time budget", not a failure
     of the step: --resume runs it again, and the report keeps only its new row and output."""
-    import sys
-    import types
-
     clock, durations = [0.0], {"a": 1.0, "b": 20.0, "c": 1.0}
 
     def run_step(cmd, env, timeout):
@@ -274,46 +282,28 @@ def test_a_step_the_budget_cuts_short_runs_again_on_resume(tmp_path, monkeypatch
         clock[0] += durations[name]
         return 0, f"step {name} ran"
 
-    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
-    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
-    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    monkeypatch.setattr(gpu_check, "run_step", run_step)
-    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [
-        {"name": n, "cmd": [sys.executable, n], "timeout": 60} for n in "abc"])
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "12", "--out", ""])
-    assert gpu_check.main() == 1  # b gets the 11 s left of its 60 and is killed; c never starts
-    report = (tmp_path / "gpu-check.md").read_text()
+    _fake_machine(monkeypatch, tmp_path, clock, run_step,
+                  [{"name": n, "cmd": [sys.executable, n], "timeout": 60} for n in "abc"])
+    status, report = _gpu_check(monkeypatch, tmp_path, "--budget-s", "12")
+    assert status == 1  # b gets the 11 s left of its 60 and is killed; c never starts
     assert "| b | cut by the time budget |" in report and "| c | not run (out of time budget) |" in report
     durations["b"] = 5.0
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", "", "--resume"])
-    assert gpu_check.main() == 0
-    report = (tmp_path / "gpu-check.md").read_text()
-    assert [line.split(" | ")[:2] for line in report.splitlines() if line.startswith(("| a ", "| b ", "| c "))] == \
-        [["| a", "ok"], ["| b", "ok"], ["| c", "ok"]]
+    status, report = _gpu_check(monkeypatch, tmp_path, "--budget-s", "100", "--resume")
+    assert status == 0 and _step_results(report) == ["ok", "ok", "ok"]
     assert "step b ran" in report and "step b killed" not in report and report.count("### b (") == 1
     assert "- result: green" in report
 
 
 def test_a_step_its_own_timeout_kills_is_a_failure_that_resume_keeps(tmp_path, monkeypatch):
     """A step that outruns its own timeout with budget to spare failed: --resume does not run it again."""
-    import sys
-    import types
-
     clock = [0.0]
 
     def run_step(cmd, env, timeout):
         clock[0] += timeout
         return "timeout", "killed"
 
-    monkeypatch.setattr(gpu_check, "RESULTS", tmp_path)
-    monkeypatch.setattr(gpu_check, "environment", lambda: ("- device: fake",))
-    monkeypatch.setattr(gpu_check, "commit", lambda: "abc")
-    monkeypatch.setattr(gpu_check, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    monkeypatch.setattr(gpu_check, "run_step", run_step)
-    monkeypatch.setattr(gpu_check, "steps", lambda *a, **k: [{"name": "a", "cmd": [sys.executable, "a"], "timeout": 5}])
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", ""])
-    assert gpu_check.main() == 1
-    assert "| a | FAILED (exit timeout) |" in (tmp_path / "gpu-check.md").read_text()
-    monkeypatch.setattr(sys, "argv", ["gpu-check", "--budget-s", "100", "--out", "", "--resume"])
-    assert gpu_check.main() == 1 and clock[0] == 5.0  # not run again
+    _fake_machine(monkeypatch, tmp_path, clock, run_step, [{"name": "a", "cmd": [sys.executable, "a"], "timeout": 5}])
+    status, report = _gpu_check(monkeypatch, tmp_path, "--budget-s", "100")
+    assert status == 1 and "| a | FAILED (exit timeout) |" in report
+    status, _ = _gpu_check(monkeypatch, tmp_path, "--budget-s", "100", "--resume")
+    assert status == 1 and clock[0] == 5.0  # not run again
