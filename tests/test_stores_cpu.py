@@ -520,3 +520,13 @@ def test_a_case_the_gpu_leaves_undone_is_caught_in_scratch_buffers_too(fake_gpu)
     with P.driver.ScratchBuffers() as scratch:
         result = P.run_store_cases(cases, rng, scratch=scratch)
     assert [c.case for c in result.failures] == [cases[undone]]
+
+
+def test_an_initial_tensor_longer_than_the_tensor_is_refused_by_name(fake_gpu):
+    from drvtma.errors import ArgumentError
+
+    fake_gpu()
+    rng = np.random.default_rng(5)
+    case = S.random_store_case(rng, ops=[S.STORE])
+    with pytest.raises(ArgumentError, match=r"store_initial.*initial\[0\]"):
+        P.run_store_cases([case], rng, initial=[np.zeros(case.spec.extent_bytes + 5000, np.uint8)])

@@ -108,10 +108,10 @@ def _parser() -> Parser:
                    "path/to/file.py:run or module:run, a callable as drvtma.fuzz.kernel.LoadKernel / StoreKernel")
     p.add_argument("--strategy", default="drvtma", help="with --kernel: whose rules the maps follow, drvtma "
                    "(default), triton or cuda.core")
-    p.add_argument("--signatures", type=int_at_least(0, high=MAX_SIGNATURES), default=0, metavar="N", help="with --strategy "
-                   "triton: draw the "
-                   "element type, block and padding (what Triton compiles a kernel for) from N of them, chosen by "
-                   "the seed, so N compiles serve the campaign (default 0: every case draws its own)")
+    p.add_argument("--signatures", type=int_at_least(0, high=MAX_SIGNATURES), default=0, metavar="N",
+                   help="with --strategy triton: draw the element type, block and padding (what Triton compiles a "
+                   "kernel for) from N of them, chosen by the seed, so N compiles serve the campaign (default 0: "
+                   "every case draws its own)")
     p.add_argument("--max-boxes", type=int_at_least(1, high=4096), default=None, metavar="N",
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")

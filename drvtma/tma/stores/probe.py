@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...errors import ArgumentError
 from ...runtime import driver
 from ..tiled.encode import encode_tiled
 from ..tiled.rules import round_up
@@ -95,6 +96,10 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
         spec = case.spec
         if initial is not None and initial[i] is not None:
             init = np.asarray(initial[i], dtype=np.uint8).reshape(-1)
+            if init.size > round_up(spec.extent_bytes, CHUNK_BYTES):
+                raise ArgumentError("store_initial", f"initial[{i}]", f"{init.size} bytes",
+                                    f"give at most the tensor's {round_up(spec.extent_bytes, CHUNK_BYTES)} bytes",
+                                    "the bytes after it are the guard that catches stray writes")
         else:
             nelem = round_up(spec.extent_bytes, CHUNK_BYTES) // spec.itemsize
             init = random_values(spec.dtype, case.op, nelem, rng).view(np.uint8)
