@@ -149,17 +149,19 @@ def fake_gpu(monkeypatch, tmp_path):
 def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     shapes = ((2048, 2048, 64), (16, 512, 128))
     result = bench.run_gemm_bench(GemmConfig(), dtypes=("bfloat16", "float8_e4m3fn"), shapes=shapes, runs=4,
-                                  warmups=1)
+                                  warmups=1, pairs=2)
     assert [p.verified for p in result.points] == [True] * 4
-    assert fake_gpu.calls == [2] * 16  # ABBA: 4 halves of runs / 2 per point
+    assert fake_gpu.calls == [1] * 32  # 2 ABBA pairs of 4 halves, one run each (4 runs per side), per point
     p = result.points[0]
-    assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25)
+    assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25) and p.pair_ratios == (1.25, 1.25)
     assert p.cublas_kernels == ["fake_kernel"] and p.smi_before["sm_mhz"] == "1980"
     lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
     assert {tuple(sorted(f)) for f in lines} == {("bench", "config", "cublas_tflops", "dtype", "host_bound", "k", "m",
-                                                  "n", "ratio", "retaken", "spread", "tflops")}
+                                                  "n", "pair_ratios", "ratio", "retaken", "spread",
+                                                  "tflops")}
     assert lines[0]["spread"] == {"drvtma": 1.0, "cublas": 1.0}  # the fake times every run alike
-    assert lines[0]["retaken"] == {"drvtma": 2, "cublas": 0}  # summed over both of drvtma's halves
+    assert lines[0]["retaken"] == {"drvtma": 4, "cublas": 0}  # summed over drvtma's four halves
+    assert lines[0]["pair_ratios"] == [1.25, 1.25]
     assert lines[0]["host_bound"] == {"drvtma": 0, "cublas": 0}
     # every line names the configuration that ran: for_problem's choice for the skinny 16 x 512 (swapped A and B)
     assert [("swapped A and B" in f["config"]) for f in lines] == [False, True] * 2
@@ -167,7 +169,7 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert lines[0]["tflops"] == round(2 * 2048 * 2048 * 64 / 0.8e-3 / 1e12, 1)
     csv = result.csv_text().splitlines()
     assert len(csv) == 5 and csv[0].startswith("dtype,m,n,k")
-    assert csv[1].endswith(",0.8000|0.8000|0.8000|0.8000,1.0000|1.0000|1.0000|1.0000")  # every run, each side
+    assert csv[1].endswith(",0.8000|0.8000|0.8000|0.8000,1.0000|1.0000|1.0000|1.0000,1.2500|1.2500")  # runs, pairs
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in result.markdown("drvtma bench gemm").splitlines()
              if line.startswith("| ")]  # the Markdown table (tabulate pads its columns)
     assert ["bfloat16", "2048", "2048", "64"] in [row[:4] for row in cells]

@@ -73,6 +73,26 @@ def test_abba_times_each_side_in_two_halves_a_b_b_a_and_joins_them(fake, monkeyp
     assert got["ours"].spread == 2.0 and got["theirs"].spread == 1.0 and got["theirs"].median == 1.0
 
 
+def test_abba_pairs_give_a_ratio_per_pair_and_the_median_of_them(monkeypatch):
+    """Three pairs; in the second, cuBLAS's clock dips: that pair's ratio alone moves, the median does not."""
+    order, slow = [], iter([False] * 4 + [False, True, True, False] + [False] * 4)
+
+    def fake_time_launches(launch, *, runs, warmups, flush=None):
+        order.append((launch, runs, warmups))
+        theirs_slow = next(slow)
+        return timing.Timing(((2.0 if launch == "b" and theirs_slow else 1.0) * (1.0 if launch == "b" else 0.8),)
+                             * runs)
+
+    monkeypatch.setattr(timing, "time_launches", fake_time_launches)
+    got = timing.time_abba_pairs({"ours": "a", "theirs": "b"}, pairs=3, runs=12, warmups=3)
+    assert [o[0] for o in order] == ["a", "b", "b", "a"] * 3 and {o[1] for o in order} == {2}
+    assert [o[2] for o in order] == [3] * 4 + [1] * 8  # warm-ups before the first pair only
+    assert got.ratios("theirs", "ours") == (1.25, 2.5, 1.25) and got.median_ratio("theirs", "ours") == 1.25
+    assert len(got.joined["ours"].samples) == 12 and got.joined["theirs"].median == 1.0
+    with pytest.raises(ValueError, match="pairs"):
+        timing.time_abba_pairs({"ours": "a", "theirs": "b"}, pairs=0, runs=4, warmups=0)
+
+
 def test_timing_figure_and_the_conv_figure_carry_each_sides_spread_retaken_and_host_bound():
     from drvtma.gemm.conv import ConvShape
     from drvtma.gemm.conv_bench import ConvRow

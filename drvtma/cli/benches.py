@@ -107,7 +107,9 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any GemmConfig field, e.g. --set cluster_m=2 --set group_m=16 (repeatable)")
-    p.add_argument("--runs", type=count, default=20)
+    p.add_argument("--runs", type=count, default=20, help="timed runs per side, spread over the ABBA pairs")
+    p.add_argument("--pairs", type=count, default=bench.PAIRS,
+                   help="ABBA pairs per point; its ratio is the median of theirs (at least one run per half)")
     p.add_argument("--warmups", type=natural, default=3)
     p.add_argument("--no-flush", action="store_true", help="keep L2 warm between runs")
     p.add_argument("--backend", choices=("lt", "torch"), help="cuBLAS through nvmath-python (lt) or torch")

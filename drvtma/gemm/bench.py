@@ -17,7 +17,7 @@ import numpy as np
 
 from ..runtime.figures import csv_text, table_text, write_report
 from ..runtime.figures import record_figure as record
-from ..runtime.timing import time_abba, timing_figure
+from ..runtime.timing import percentile, time_abba_pairs, timing_figure
 from .claims import CLAIMS, run_claims
 from .config import GemmConfig, dtype_name
 from .launch import POISON_U32
@@ -33,9 +33,10 @@ from .reference import random_operands, value_dtype
 SHAPES = ((2048, 2048, 2048), (4096, 4096, 4096), (4224, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096),
           (8192, 4096, 8192), (8192, 8192, 1024), (16, 8192, 8192), (64, 4096, 4096), (128, 8192, 8192))
 DTYPES = ("bfloat16",)
+PAIRS = 5  # ABBA pairs per point: the point's ratio is the median of their ratios
 CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
                "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
-               "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms")
+               "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms", "pair_ratios")
 MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
                     "cuBLAS kernel", "drvtma config, where not the one above")
 
@@ -57,18 +58,22 @@ class GemmPoint:
     note: str = ""
     config: str = ""  # the label of the configuration that ran (for_problem's choice for the shape, or the given one)
     timings: dict = field(default_factory=dict)  # {"drvtma" | "cublas": runtime.timing.Timing}: every timed run
+    pair_ratios: tuple = ()  # cuBLAS's median / drvtma's in each ABBA pair, in the order they ran
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
 
     @property
     def ratio(self) -> float:
-        return self.cublas_ms / self.ms
+        """The median of the ABBA pairs' ratios (one pair's clock or neighbour cannot decide it); before any pair,
+        the ratio of the medians."""
+        return percentile(self.pair_ratios, 50) if self.pair_ratios else self.cublas_ms / self.ms
 
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
                 "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "config": self.config, **timing_figure(self.timings)}
+                "ratio": round(self.ratio, 3), "pair_ratios": list(self.pair_ratios), "config": self.config,
+                **timing_figure(self.timings)}
 
 
 def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int, k: int) -> float:
@@ -87,7 +92,8 @@ UNSUPPORTED = "not run, cuBLAS cannot"  # a point's note when cuBLAS has no kern
 
 
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
-                rng: np.random.Generator, alpha: float) -> GemmPoint:
+                rng: np.random.Generator, alpha: float, pairs: int = PAIRS) -> GemmPoint:
+    """One shape: verified against cuBLAS, then timed in `pairs` ABBA pairs sharing `runs` per side."""
     from ..runtime.driver import DeviceBuffer
     from .cublas import CublasUnsupported, kernel_names
 
@@ -112,9 +118,10 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
                 point.note = f"MISMATCH vs cuBLAS ({point.max_error:.3g} x tolerance): not timed"
                 return point
             point.smi_before = read_smi()
-            point.timings = time_abba({"drvtma": ours.launch, "cublas": theirs}, runs=runs, warmups=warmups,
-                                      flush=flush)
+            timed = time_abba_pairs({"drvtma": ours.launch, "cublas": theirs}, pairs=pairs, runs=runs,
+                                    warmups=warmups, flush=flush)
             point.smi_after = read_smi()
+            point.timings, point.pair_ratios = timed.joined, timed.ratios("cublas", "drvtma")
             point.ms, point.cublas_ms = point.timings["drvtma"].median, point.timings["cublas"].median
         finally:
             theirs.release()
@@ -123,7 +130,7 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
 
 def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: int = 20, warmups: int = 3,
                    flush_l2: bool = True, backend: str | None = None, seed: int = 15, progress=None,
-                   auto: bool = True):
+                   auto: bool = True, pairs: int = PAIRS):
     """`auto`: each shape runs config.for_problem (the small tile for skinny problems); the point names it."""
     from ..runtime.driver import DeviceBuffer, device_properties
     from .cublas import open_cublas
@@ -147,7 +154,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
                     gemms[cfg] = Gemm(cfg)
                 gemm = gemms[cfg]
                 p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
-                                alpha=alpha)
+                                alpha=alpha, pairs=pairs)
                 p.config = cfg.label()
                 points.append(p)
                 if p.verified:
@@ -158,7 +165,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
         if flush_buf is not None:
             flush_buf.close()
         cublas.close()
-    return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs)
+    return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs, pairs)
 
 
 def row_text(p: GemmPoint, base_label: str = "") -> str:
@@ -178,11 +185,16 @@ class GemmBenchResult:
     cublas: str
     flush_l2: bool
     runs: int
+    pairs: int = PAIRS
+
+    def timing_line(self) -> str:
+        return (f"{self.runs} runs each in {self.pairs} ABBA pairs, L2 "
+                f"{'flushed before each run' if self.flush_l2 else 'warm'}; TFLOP/s from the median run, ratio: "
+                f"the median of the pairs' ratios")
 
     def text(self) -> str:
         head = (f"drvtma {self.config.label()}\ncuBLAS: {self.cublas}\n"
-                f"median of {self.runs} runs each (ABBA halves), L2 {'flushed' if self.flush_l2 else 'warm'}; "
-                f"tolerance |d| <= 2^-7|ref| (bf16 out) + {ATOL:g} max|ref| "
+                f"{self.timing_line()}; tolerance |d| <= 2^-7|ref| (bf16 out) + {ATOL:g} max|ref| "
                 f"(fp8 inputs: {ATOL_FP8:g} sqrt(max(1, K / {FP8_ATOL_K})) max|ref|)\n"
                 f"{'dtype':<14} {'m':>6} {'n':>6} {'k':>6}  {'TFLOP/s':>7} {'cuBLAS':>7} {'ratio':>6}")
         return "\n".join([head, *(row_text(p, self.base_label(p)) for p in self.points)])
@@ -206,7 +218,7 @@ class GemmBenchResult:
                          p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
                          "|".join(p.cublas_kernels).replace(",", ";"),
                          *("|".join(f"{t:.4f}" for t in p.timings[side].samples) if p.timings else ""
-                           for side in ("drvtma", "cublas"))])
+                           for side in ("drvtma", "cublas")), "|".join(f"{r:.4f}" for r in p.pair_ratios)])
         return csv_text(CSV_COLUMNS, rows)
 
     def markdown(self, command: str) -> str:
@@ -222,8 +234,7 @@ class GemmBenchResult:
                          "; ".join(p.cublas_kernels)[:120], self.chosen(p)])
         table = table_text(MARKDOWN_COLUMNS, rows)
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
-                          f"- timing: median of {self.runs} runs each, ABBA halves, events behind a stream hold, "
-                          f"L2 {'flushed before each run' if self.flush_l2 else 'warm'}", "", table, ""])
+                          f"- timing: {self.timing_line()}; events behind a stream hold", "", table, ""])
 
 
 def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) -> int:
@@ -235,7 +246,7 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
         return _profile_command(args, argv, cfg, shapes)
     result = run_gemm_bench(cfg, dtypes=args.dtypes, shapes=shapes, runs=args.runs,
                             warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
-                            progress=None if args.quiet else sys.stderr)
+                            progress=None if args.quiet else sys.stderr, pairs=args.pairs)
     print(result.text())
     if args.out:
         write_report(args.out, "gemm", result.csv_text(),

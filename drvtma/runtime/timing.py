@@ -61,6 +61,7 @@ class Timing:
     @staticmethod
     def joined(parts) -> Timing:
         """One Timing of several, their samples in order, their counts summed."""
+        parts = tuple(parts)  # read three times below: a generator would give its counts once
         return Timing(tuple(s for t in parts for s in t.samples), sum(t.retaken for t in parts),
                       sum(t.host_bound for t in parts))
 
@@ -148,9 +149,41 @@ def timing_figure(timings: dict) -> dict:
 def time_abba(launches: dict, *, runs: int, warmups: int, flush=None) -> dict:
     """Two launches ({name: launch}) timed in halves of `runs` in the order a, b, b, a, so a drift of the clock
     under power over the run hits both alike: {name: Timing} of each side's runs in the order they ran."""
+    return time_abba_pairs(launches, pairs=1, runs=runs, warmups=warmups, flush=flush).joined
+
+
+@dataclass(frozen=True)
+class AbbaPairs:
+    """Timings of `pairs` ABBA rounds: `rounds[i]` is {name: Timing} of round i."""
+
+    rounds: tuple
+
+    @property
+    def joined(self) -> dict:
+        """{name: Timing} of every round's runs, in the order they ran."""
+        return {name: Timing.joined(r[name] for r in self.rounds) for name in self.rounds[0]}
+
+    def ratios(self, over: str, under: str) -> tuple[float, ...]:
+        """Each round's median of `over` / median of `under` (time of theirs / time of ours: above 1, ours won)."""
+        return tuple(round(r[over].median / r[under].median, 4) for r in self.rounds)
+
+    def median_ratio(self, over: str, under: str) -> float:
+        return percentile(self.ratios(over, under), 50)
+
+
+def time_abba_pairs(launches: dict, *, pairs: int, runs: int, warmups: int, flush=None) -> AbbaPairs:
+    """`pairs` rounds of time_abba, `runs` spread evenly over them (at least one run per half): a ratio per round,
+    so one round's clock or neighbour cannot decide a comparison. Warm-ups before the first round's halves only;
+    later rounds warm each side with one untimed run."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be >= 1, got {pairs}")
     (a, _), (b, _) = launches.items()
-    half = max(1, runs // 2)
-    parts: dict[str, list[Timing]] = {a: [], b: []}
-    for name in (a, b, b, a):
-        parts[name].append(time_launches(launches[name], runs=half, warmups=warmups, flush=flush))
-    return {name: Timing.joined(p) for name, p in parts.items()}
+    half = max(1, runs // (2 * pairs))
+    rounds = []
+    for i in range(pairs):
+        parts: dict[str, list[Timing]] = {a: [], b: []}
+        for name in (a, b, b, a):
+            parts[name].append(time_launches(launches[name], runs=half, warmups=warmups if i == 0 else 1,
+                                             flush=flush))
+        rounds.append({name: Timing.joined(p) for name, p in parts.items()})
+    return AbbaPairs(tuple(rounds))
