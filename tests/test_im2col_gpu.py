@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from drvtma.errors import TensorMapError
-from drvtma.fuzz.campaign import run_campaign
+from drvtma.fuzz.campaign import bound_by, run_campaign
 from drvtma.fuzz.coverage import MIN_HITS
 from drvtma.fuzz.standard import standard
 from drvtma.fuzz.targets import get_target
@@ -165,7 +165,7 @@ def test_im2col_fuzz(ctx):
     record("im2col_fuzz", loads=result.size, cases=result.cases, mismatches=result.mismatches,
            loads_per_second=round(result.size_per_second), ranks=sorted(int(r) for r in labels.get("rank", ())),
            swizzles=sorted(labels.get("swizzle", ())), fills=sorted(labels.get("fill", ())),
-           dtypes=sorted(labels.get("dtype", ())))
+           dtypes=sorted(labels.get("dtype", ())), bound_by=bound_by(result.timing))
     assert result.mismatches == 0, f"{result.mismatches} of {result.cases} cases differ:\n{details}"
 
 

@@ -88,21 +88,30 @@ class Im2colSession(Session):
             self.probe = self.own(Im2colProbe())
 
     def check_one(self, case: Im2colCase) -> Outcome:
-        t0 = time.perf_counter()
+        timing, clock = self.timing, time.perf_counter
         pool = self.device.ptr if self.device is not None else 0x7F00_0000_0000
         spec = case.spec.replace(base_address=pool + case.offset)
         window = self.host[case.offset:case.offset + spec.extent_bytes]
         kw: dict[str, Any] = {"box_offset": case.box_offset, "poison": case.poison}  # the oracle's and the probe's
-        want = oracle.im2col_images(spec, window, case.coords, case.offsets, **kw)
-        if self.fake:
-            got = want.copy()
-        else:
+        image_bytes = oracle.im2col_image_bytes(spec, case.box_offset)
+        t0 = clock()
+        pending = None
+        if not self.fake:  # launched first, so the oracle below runs while the GPU loads
             from ..tma.im2col.encode import encode_im2col
 
             assert self.probe is not None  # a session on the device opened one
-            got = self.probe.run(encode_im2col(spec), case.coords, case.offsets, image_bytes=want.shape[1], **kw)
-        self.timing["oracle+device"] += time.perf_counter() - t0
+            pending = self.probe.launch(encode_im2col(spec), case.coords, case.offsets, image_bytes=image_bytes,
+                                        **kw)
+        t1 = clock()
+        want = oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes, **kw)
+        t2 = clock()
+        got = want.copy() if pending is None else pending.wait()
+        t3 = clock()
+        timing["encode+launch"] += t1 - t0
+        timing["oracle"] += t2 - t1
+        timing["device wait+download"] += t3 - t2
         bad = np.flatnonzero((got != want).any(axis=1)).tolist()
+        timing["compare"] += clock() - t3
         if not bad:
             return Outcome(True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..tiled import probe as tiled_probe
 from ..tiled.encode import TensorMap
 from ..tiled.probe import POISON, ImageCheck, ImageProbe, check_box_offset, check_image_bytes, mismatch_lines
 from . import oracle
@@ -21,11 +22,7 @@ class Im2colProbe(ImageProbe):
     SOURCE = IM2COL_SOURCE
     KERNEL = IM2COL_KERNEL
 
-    def run(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
-            poison: int = POISON, checked: bool = True) -> np.ndarray:
-        """(L, image_bytes) uint8 images of loads at `coords` (L x rank) with `offsets` (L x rank - 2, or one row
-        for all), NumPy order, checked by the oracle's rules before the launch (``checked=False``: not, for the
-        hazard tests, which run it in a child process)."""
+    def _prepare(self, tmap: TensorMap, coords, offsets, box_offset: int, image_bytes: int | None, checked: bool):
         spec = tmap.spec
         if not isinstance(spec, Im2colSpec):
             raise ValueError("the im2col probe needs a TensorMap encoded from an Im2colSpec (encode_im2col)")
@@ -37,7 +34,22 @@ class Im2colProbe(ImageProbe):
         check_box_offset(box_offset)
         image_bytes = oracle.im2col_image_bytes(spec, box_offset) if image_bytes is None else image_bytes
         check_image_bytes(spec, box_offset, image_bytes, "rows")
-        return self._run_rows(tmap, oracle.kernel_im2col_rows(spec, c, o), box_offset, image_bytes, poison)
+        return oracle.kernel_im2col_rows(spec, c, o), image_bytes
+
+    def run(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
+            poison: int = POISON, checked: bool = True) -> np.ndarray:
+        """(L, image_bytes) uint8 images of loads at `coords` (L x rank) with `offsets` (L x rank - 2, or one row
+        for all), NumPy order, checked by the oracle's rules before the launch (``checked=False``: not, for the
+        hazard tests, which run it in a child process)."""
+        rows, image_bytes = self._prepare(tmap, coords, offsets, box_offset, image_bytes, checked)
+        return self._run_rows(tmap, rows, box_offset, image_bytes, poison)
+
+    def launch(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
+               poison: int = POISON) -> tiled_probe.PendingImages:
+        """`run`'s loads in one launch (at most MAX_IMAGES_BYTES of images), returned at once: the host computes
+        the oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives."""
+        rows, image_bytes = self._prepare(tmap, coords, offsets, box_offset, image_bytes, True)
+        return self._launch_rows(tmap, rows, box_offset, image_bytes, poison)
 
 
 def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int, got: np.ndarray,

@@ -81,6 +81,17 @@ class ImageProbe(Resource):
         self.status.check(self.KERNEL)
         return out
 
+    def _launch_rows(self, tmap: TensorMap, rows: np.ndarray, box_offset: int, image_bytes: int,
+                     poison: int) -> PendingImages:
+        """One launch of every row, returned at once (`PendingImages.wait()` downloads): the host computes the
+        oracle while the GPU loads. One pending launch at a time: the next launch reuses the scratch buffers."""
+        if len(rows) * image_bytes > MAX_IMAGES_BYTES:
+            raise ValueError(f"{len(rows)} images of {image_bytes} B exceed one launch "
+                             f"({MAX_IMAGES_BYTES} B): use run()")
+        self.status.reset()
+        images_buf = self._launch_chunk(tmap, rows, box_offset, image_bytes, poison)
+        return PendingImages(self, images_buf, (len(rows), image_bytes))
+
     def _parts(self) -> tuple:
         return self.scratch, self.status
 
@@ -106,22 +117,16 @@ class LoadProbe(ImageProbe):
 
     def launch(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
                poison: int = POISON) -> PendingImages:
-        """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once, so the host can compute the
-        oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives. One pending launch at a time:
-        the next launch reuses the scratch buffers."""
+        """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once; `PendingImages.wait()` gives
+        what `run` gives."""
         _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
-        if len(tma_coords) * image_bytes > MAX_IMAGES_BYTES:
-            raise ValueError(f"{len(tma_coords)} images of {image_bytes} B exceed one launch "
-                             f"({MAX_IMAGES_BYTES} B): use run()")
-        self.status.reset()
-        images_buf = self._launch_chunk(tmap, tma_coords, box_offset, image_bytes, poison)
-        return PendingImages(self, images_buf, (len(tma_coords), image_bytes))
+        return self._launch_rows(tmap, tma_coords, box_offset, image_bytes, poison)
 
 
 class PendingImages:
-    """A launched probe whose images are not downloaded yet (`LoadProbe.launch`)."""
+    """A launched probe whose images are not downloaded yet (`LoadProbe.launch`, `Im2colProbe.launch`)."""
 
-    def __init__(self, probe: LoadProbe, images_buf, shape: tuple[int, int]):
+    def __init__(self, probe: ImageProbe, images_buf, shape: tuple[int, int]):
         self._probe, self._buf, self._shape = probe, images_buf, shape
 
     def wait(self) -> np.ndarray:
