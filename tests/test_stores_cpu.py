@@ -530,3 +530,35 @@ def test_an_initial_tensor_longer_than_the_tensor_is_refused_by_name(fake_gpu):
     case = S.random_store_case(rng, ops=[S.STORE])
     with pytest.raises(ArgumentError, match=r"store_initial.*initial\[0\]"):
         P.run_store_cases([case], rng, initial=[np.zeros(case.spec.extent_bytes + 5000, np.uint8)])
+
+
+def test_a_batch_times_each_of_its_parts_and_a_slow_download_bounds_the_campaign(fake_gpu, monkeypatch):
+    """Every part of `run_store_cases` is timed on its own, so `bound_by` can name it: with the download made
+    slow (a GPU that takes 30 ms a batch), the stores session's timing says the device wait bounds it."""
+    import time
+    from collections import Counter
+
+    from drvtma.fuzz.campaign import bound_by
+    from drvtma.fuzz.stores import STORES, StoresSession
+    from drvtma.testing.strategies import RngChooser
+
+    gpu = fake_gpu()
+    fast_download = gpu.Buffer.download
+
+    def slow_download(self, *args, **kwargs):
+        time.sleep(0.03)
+        return fast_download(self, *args, **kwargs)
+
+    monkeypatch.setattr(gpu.Buffer, "download", slow_download)
+    timing: Counter = Counter()
+    rng = np.random.default_rng(5)
+    result = P.run_store_cases([S.random_store_case(rng) for _ in range(6)], rng, timing=timing)
+    assert not result.failures and set(timing) == set(P.STORE_PHASES)
+    assert all(timing[p] > 0 for p in P.STORE_PHASES) and timing["device wait+download"] >= 0.03
+    options = STORES.configure()
+    session = StoresSession(options)
+    cases = [STORES.build(RngChooser(np.random.default_rng(i)), options) for i in range(3)]
+    for _ in range(3):
+        assert all(o.ok for o in session.check(cases))
+    assert bound_by(dict(session.timing)).startswith("device wait+download")
+    session.close()

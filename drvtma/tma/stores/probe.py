@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,6 +62,10 @@ class StoreBatchResult:
         return "\n".join(lines) or "no mismatches"
 
 
+# The parts of `run_store_cases`, in order, as a fuzz session's timing names them.
+STORE_PHASES = ("prepare", "encode", "upload+launch", "oracle", "device wait+download", "compare")
+
+
 def _probe_module():
     from ...runtime.kernel import load_module
 
@@ -68,12 +73,21 @@ def _probe_module():
 
 
 def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True,
-                    initial=None, sources=None, scratch: driver.ScratchBuffers | None = None) -> StoreBatchResult:
+                    initial=None, sources=None, scratch: driver.ScratchBuffers | None = None,
+                    timing: dict | None = None) -> StoreBatchResult:
     """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
     buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
     box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process). `scratch`: device
     buffers kept from batch to batch (a fuzz session's), else the batch allocates and frees its own. The oracle
-    runs while the GPU does."""
+    runs while the GPU does. `timing` (a fuzz session's): seconds added per part, under STORE_PHASES' names."""
+    spent: dict[str, float] = dict.fromkeys(STORE_PHASES, 0.0)
+    last = [time.perf_counter()]
+
+    def lap(phase: str) -> None:  # the time since the last lap goes to `phase`
+        now = time.perf_counter()
+        spent[phase] += now - last[0]
+        last[0] = now
+
     rng = rng if rng is not None else np.random.default_rng()
     cases = list(cases)
     if check:
@@ -129,6 +143,7 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
     max_image = max((c.spec.smem_bytes for c in cases), default=16)
     kernel = _probe_module().kernel("store_probe")
     maps = np.zeros((max(len(cases), 1), 128), np.uint8)
+    lap("prepare")  # checks, layout, data, poison, shared-memory images, jobs
     with contextlib.ExitStack() as owned:
         def buffer(name: str, array: np.ndarray) -> driver.DeviceBuffer:
             """A device buffer holding `array` from its start: the scratch's (reused), else the batch's own."""
@@ -138,18 +153,23 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
             return buf
 
         gmem = buffer("memory", memory)
+        lap("upload+launch")
         for i, case in enumerate(cases):
             # validate=False: check_case validated every case above (or the caller asked for no checks)
             tmap = encode_tiled(case.spec, gmem.ptr + bases[i], validate=False)
             maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
+        lap("encode")
         maps_buf, jobs_buf, img_buf = buffer("maps", maps), buffer("jobs", jobs), buffer("images", image_blob)
         kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
                       shared_mem=max_image + _SMEM_SLACK)
+        lap("upload+launch")
         # the oracle while the launch runs (it is asynchronous; the download below waits for it)
         expected = memory.copy()
         written = [apply_store(expected, bases[i], c.spec, c.coords, boxes[i], c.op).count
                    if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(cases)]
+        lap("oracle")
         got = gmem.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the launch
+        lap("device wait+download")
     results = []
     for i, case in enumerate(cases):
         lo, hi = regions[i]
@@ -157,6 +177,10 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
         results.append(CaseResult(case, bases[i], diff, boxes[i]))
     counts = {"cases": len(cases), "stores": sum(c.op == STORE for c in cases),
               "reductions": sum(c.op != STORE for c in cases), "elements_written": int(sum(written))}
+    lap("compare")
+    if timing is not None:
+        for phase, seconds in spent.items():
+            timing[phase] += seconds
     return StoreBatchResult(results, memory, expected, got, counts)
 
 
