@@ -98,6 +98,21 @@ def test_recording_chooser_draws_within_bounds_and_skips_trivial_choices():
     assert 0.2 < odds < 0.3
 
 
+def test_recording_chooser_words_are_numpys_blocks_read_from_their_ends():
+    """The chooser reads the bit generator a chunk at a time, yet its words are still those of
+    default_rng(seed).integers(0, 2**63, 4096) per block, each block used from its end: the same seed gives the
+    same cases as the whole-block chooser did (across a block's chunks and into the next block)."""
+    from drvtma.fuzz import choosers
+
+    seed = case_seed(11, 3)
+    rng = np.random.default_rng(seed)
+    blocks = [rng.integers(0, 1 << 63, choosers._WORDS, dtype=np.int64) for _ in range(2)]
+    want = [int(w) for block in blocks for w in block[::-1]]
+    ch = RecordingChooser(seed)
+    got = [ch.integer(0, (1 << 63) - 1) for _ in range(choosers._WORDS + 300)]
+    assert got == want[:len(got)]
+
+
 # ---- the oracle's chunk paths agree with the element-by-element ones
 
 @settings(max_examples=300, deadline=None)

@@ -14,25 +14,32 @@ import numpy as np
 CHANCE_STEPS = 100  # chance(p) is an integer 0..99: the top int(p * 100) values mean True
 _WORDS = 4096
 _CHUNK = 64
+_PERIOD = 1 << 128
 
 
 class RecordingChooser:
-    """Seeded draws (64-bit words from a NumPy Generator, drawn in blocks of `_WORDS`, used from the block's end)
-    that keep the trace of choices. A block becomes Python ints `_CHUNK` words at a time: most cases use a few
-    dozen words, and converting all 4,096 cost more than the case's own choices."""
+    """Seeded draws that keep the trace of choices. The words are those of blocks of `_WORDS` 63-bit integers from
+    `numpy.random.default_rng(seed)`, each block used from its end, `_CHUNK` words at a time; a chunk is read
+    straight from the PCG64 bit generator (advanced to it, its raw outputs halved: what `integers(0, 2**63)` gives
+    for them), so a case that uses a few dozen words no longer draws and converts a whole block."""
 
     def __init__(self, seed) -> None:
-        self._rng = np.random.default_rng(seed)
-        self._block = np.empty(0, dtype=np.int64)
-        self._left = 0  # words of the block not yet converted (its first `_left`)
+        self._bits = np.random.PCG64(seed)
+        self._at = 0  # the output the bit generator stands at
+        self._block = -_WORDS  # the first output of the block in use (none yet)
+        self._left = 0  # words of that block not yet read (its first `_left`)
         self._words: list[int] = []
         self.trace: list[int] = []
 
     def _refill(self) -> list[int]:
         if not self._left:
-            self._block, self._left = self._rng.integers(0, 1 << 63, _WORDS, dtype=np.int64), _WORDS
+            self._block, self._left = self._block + _WORDS, _WORDS
         start = max(0, self._left - _CHUNK)
-        self._words = self._block[start:self._left].tolist()  # popped from the end: the block's order, reversed
+        first = self._block + start
+        self._bits.advance((first - self._at) % _PERIOD)  # back or forward: PCG64's period is 2^128
+        raw = self._bits.random_raw(self._left - start)
+        self._at = first + self._left - start
+        self._words = (raw >> np.uint64(1)).tolist()  # popped from the end: the block's order, reversed
         self._left = start
         return self._words
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..show.failure import failure_svg
-from ..testing import ADDRESS_BASE, build_coordinates, build_valid_spec
+from ..testing import ADDRESS_BASE, build_valid_spec
+from ..testing.strategies import coordinate_builder
 from ..tma.tiled import oracle
 from ..tma.tiled.probe import describe_mismatch
 from ..tma.tiled.spec import TensorMapSpec
@@ -174,7 +175,8 @@ class LoadsTarget(Target):
         offset = ch.integer(0, (options["pool_bytes"] - spec.extent_bytes - 1024) // align) * align
         box_offset = 128 * ch.integer(0, 7)
         poison = ch.integer(0, (1 << 32) - 1)
-        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: build_coordinates(ch, spec))
+        draw = coordinate_builder(spec)
+        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: draw(ch))
         return LoadCase(spec, offset, coords, box_offset, poison, layout)
 
     def focus(self, trace, case: LoadCase, outcome: Outcome):

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from ..errors import ArgumentError
-from ..testing import build_coordinates
+from ..testing.strategies import coordinate_builder
 from ..tma.dtypes import tma_dtype
 from ..tma.stores import REDUCE_DTYPES, STORE, StoreCase, check_store_coordinates
 from ..tma.tiled.rules import round_up
@@ -86,8 +86,9 @@ class TritonSpecs:
     def load_spec(self, ch, options: dict, dtypes=DTYPES) -> TensorMapSpec:
         return TensorMapSpec.from_triton(self.descriptor(ch, options, dtypes))
 
-    def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
-        return build_coordinates(ch, spec)
+    def load_coordinates(self, spec: TensorMapSpec):
+        """A function of the chooser that draws one box's coordinates for `spec` (set up once per map)."""
+        return coordinate_builder(spec)
 
     def store_case(self, ch, options: dict) -> StoreFuzzCase:
         ops = options["ops"]

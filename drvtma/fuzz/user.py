@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import ArgumentError, DrvtmaError, as_int
 from ..show.failure import failure_svg
-from ..testing import build_coordinates, build_valid_spec
+from ..testing import build_valid_spec
+from ..testing.strategies import coordinate_builder
 from ..tma.stores import REDUCE_OPS, STORE, apply_store
 from ..tma.tiled.spec import TensorMapSpec
 from . import kernel as K
@@ -52,8 +53,9 @@ class DrvtmaSpecs:
                                 max_smem_bytes=ch.choice([2048, 16384]),
                                 max_extent_bytes=options["max_extent_bytes"])
 
-    def load_coordinates(self, ch, spec: TensorMapSpec) -> tuple:
-        return build_coordinates(ch, spec)
+    def load_coordinates(self, spec: TensorMapSpec):
+        """A function of the chooser that draws one box's coordinates for `spec` (set up once per map)."""
+        return coordinate_builder(spec)
 
     def refuses(self, spec: TensorMapSpec) -> str | None:
         """The rule by which this toolchain cannot express `spec` (None: it can): drvtma's maps take every valid one."""
@@ -220,7 +222,8 @@ class KernelLoadsTarget(Target):
         spec = (TensorMapSpec.from_dict(options["spec"]) if options.get("spec")
                 else specs.load_spec(ch, options))
         data_seed = ch.integer(0, (1 << 32) - 1)
-        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: specs.load_coordinates(ch, spec))
+        draw = specs.load_coordinates(spec)
+        coords, layout = build_boxes(ch, spec, options["max_boxes"], lambda: draw(ch))
         return KernelLoadCase(spec, coords, data_seed, layout)
 
     def labels(self, case: KernelLoadCase) -> dict:

@@ -355,23 +355,34 @@ def build_coordinates(ch, spec: TensorMapSpec, *, outside: bool = True) -> tuple
 
     Mostly near the tensor (partly out of bounds, negative), sometimes entirely outside.
     """
+    return coordinate_builder(spec, outside=outside)(ch)
+
+
+def coordinate_builder(spec: TensorMapSpec, *, outside: bool = True):
+    """`build_coordinates` for one spec as a function of the chooser, its per-axis ranges worked out once: the
+    same choices, for the many boxes of one map."""
     if not isinstance(spec, TensorMapSpec):
         raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a TensorMapSpec")
     assert spec.element_strides is not None  # __post_init__ fills it
     unit = 16 // math.gcd(16, spec.itemsize)
-    coords = []
+    last = spec.rank - 1
+    axes = []
     for axis, (n, b) in enumerate(zip(spec.shape, spec.box)):
-        reach = b * spec.element_strides[axis] if axis < spec.rank - 1 else b
-        lo, hi = -reach - 2, min(n, 1 << 20) + 2
-        if outside and ch.chance(0.05):
-            c = ch.choice([-reach - ch.integer(0, 1000), min(n, 1 << 30) + ch.integer(0, 1000), -(1 << 31) + 256,
-                           (1 << 31) - 1024])
-        else:
-            c = ch.integer(lo, hi)
-        if axis == spec.rank - 1:
-            c = c // unit * unit
-        coords.append(int(c))
-    return tuple(coords)
+        reach = b * spec.element_strides[axis] if axis < last else b
+        axes.append((-reach - 2, min(n, 1 << 20) + 2, reach, min(n, 1 << 30), unit if axis == last else 1))
+
+    def draw(ch) -> tuple[int, ...]:
+        coords = []
+        for lo, hi, reach, far, step in axes:
+            if outside and ch.chance(0.05):
+                c = ch.choice([-reach - ch.integer(0, 1000), far + ch.integer(0, 1000), -(1 << 31) + 256,
+                               (1 << 31) - 1024])
+            else:
+                c = ch.integer(lo, hi)
+            coords.append(int(c) // step * step)
+        return tuple(coords)
+
+    return draw
 
 
 def build_misaligned_coordinates(ch, spec: TensorMapSpec) -> tuple[int, ...]:
