@@ -197,9 +197,8 @@ def _box_values_by_chunk(spec: TensorMapSpec, raw: np.ndarray, c: np.ndarray) ->
     values = _gather_rows(raw, row_start // 16, (counts[-1] * size) // 16).view(_UINT_OF_SIZE[size])
     values = tma_load_convert(spec.dtype, values)  # (n, rows, inner)
     fill = values.dtype.type(_fill_value(spec))
-    for b in np.flatnonzero(~inner_in.all(axis=1)).tolist():  # the inner edge cuts these boxes' rows
-        values[b, :, :max(int(first_in[b]), 0)] = fill
-        values[b, :, max(int(last_in[b]) + 1, 0):] = fill
+    if not inner_in.all():  # the inner edge cuts some boxes' rows: their columns outside, in every row
+        np.copyto(values, fill, where=~inner_in[:, None, :])
     if not row_in.all():
         values.reshape(-1, counts[-1])[np.flatnonzero(~row_in.reshape(-1))] = fill
     return values.reshape((n,) + counts)
