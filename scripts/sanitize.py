@@ -141,11 +141,12 @@ def main() -> int:
     log_dir = Path(args.logs) if args.logs else None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-    # Compile every family's kernels once, without a sanitizer, so the parallel runs find them cached.
-    for family in families:
-        subprocess.run([sys.executable, *FAMILIES[family]], cwd=ROOT, capture_output=True, timeout=args.timeout)
     pairs = [(tool, family) for tool in tools for family in families]
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        # Every family's kernels compiled once, without a sanitizer (families at a time: NVRTC is CPU-bound), so
+        # the sanitizer runs find them cached.
+        list(pool.map(lambda family: subprocess.run([sys.executable, *FAMILIES[family]], cwd=ROOT,
+                                                    capture_output=True, timeout=args.timeout), families))
         figures = list(pool.map(lambda p: run_pair(sanitizer, *p, args.timeout, log_dir), pairs))
     for figure in figures:
         record(figure)
