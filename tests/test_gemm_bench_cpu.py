@@ -138,12 +138,15 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(cublas_mod, "kernel_names", lambda run: ["fake_kernel"])
     monkeypatch.setattr(launch_mod, "Gemm", FakeGemm)
     monkeypatch.setattr(claims, "Gemm", FakeGemm)
+    warmed: list = []  # the configurations each benchmark compiled ahead, at once
+    monkeypatch.setattr(launch_mod, "warm_gemm_cache", lambda cfgs, **kw: warmed.append((list(cfgs), kw)))
+    monkeypatch.setattr(claims, "warm_gemm_cache", lambda cfgs, **kw: warmed.append((list(cfgs), kw)))
     monkeypatch.setattr(bench, "read_smi", lambda: {"sm_mhz": "1980", "power_w": "500"})
     monkeypatch.setattr(claims, "read_smi", lambda: {"sm_mhz": "1980", "power_w": "500"})
     jsonl = tmp_path / "figures.jsonl"
     monkeypatch.setenv("DRVTMA_REPORT_JSONL", str(jsonl))
     FakeGemm.wrong_for = ()
-    return SimpleNamespace(calls=calls, jsonl=jsonl)
+    return SimpleNamespace(calls=calls, jsonl=jsonl, warmed=warmed)
 
 
 def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
@@ -151,6 +154,8 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     result = bench.run_gemm_bench(GemmConfig(), dtypes=("bfloat16", "float8_e4m3fn"), shapes=shapes, runs=4,
                                   warmups=1, pairs=2)
     assert [p.verified for p in result.points] == [True] * 4
+    # every configuration the points ran was compiled ahead, in one warm-up
+    assert len(fake_gpu.warmed) == 1 and {c.label() for c in fake_gpu.warmed[0][0]} == {p.config for p in result.points}
     assert fake_gpu.calls == [1] * 32  # 2 ABBA pairs of 4 halves, one run each (4 runs per side), per point
     p = result.points[0]
     assert p.ms == 0.8 and p.cublas_ms == 1.0 and p.ratio == pytest.approx(1.25) and p.pair_ratios == (1.25, 1.25)
@@ -215,6 +220,7 @@ def test_claim_sweep_covers_every_claim(fake_gpu):
     for claim, (_, values, _) in CLAIMS.items():
         assert [p.value for p in by_claim[claim]] == list(values)
     assert not [p for p in result.points if p.note]  # every value builds, 2-CTA multicast included
+    assert len(fake_gpu.warmed) == 1 and {c.label() for c in fake_gpu.warmed[0][0]} == {p.label for p in result.points}
     timed = result.points
     assert all(p.tflops / p.cublas_tflops == pytest.approx(1.25) for p in timed)
     md = result.markdown("drvtma bench gemm --claims")
@@ -464,3 +470,26 @@ def test_operands_larger_than_the_l2_walk_16_tile_rows_together():
     with pytest.raises(GemmError) as e:
         big.for_problem(4096, 4096, 4096, 132, 0)
     assert e.value.rule == "shape_range" and e.value.parameter == "l2_bytes"
+
+
+def test_warming_the_cache_compiles_every_configuration_once_on_several_processes(tmp_path, monkeypatch):
+    """Two configurations (and a repeat, and one the rules refuse) warmed at once: afterwards each kernel comes
+    from the disk cache, with NVRTC never called in this process."""
+    from drvtma.gemm.config import KERNEL_SOURCE
+    from drvtma.gemm.launch import warm_gemm_cache
+    from drvtma.runtime import compiler
+
+    monkeypatch.setenv("DRVTMA_CACHE_DIR", str(tmp_path))
+    configs = [GemmConfig(), GemmConfig(stages=3), GemmConfig(), GemmConfig(consumers=3)]
+    assert warm_gemm_cache(configs) == 2
+    assert len(list(tmp_path.glob("*.cubin"))) == 2
+    compiler.clear_memory_cache()
+
+    def no_nvrtc(*args, **kwargs):
+        raise AssertionError("compiled again: the warm-up did not fill the cache")
+
+    monkeypatch.setattr(compiler, "_nvrtc_compile", no_nvrtc)
+    for cfg in configs[:2]:
+        assert compiler.compile_cubin(KERNEL_SOURCE, defines=cfg.defines())[:4] == b"\x7fELF"
+    monkeypatch.setenv("DRVTMA_NO_CACHE", "1")  # no disk cache to fill: nothing to do
+    assert warm_gemm_cache(configs) == 0

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import GemmError
 from ..runtime import cubin as cubin_records
-from ..runtime.compiler import compile_cubin
+from ..runtime.compiler import compile_cubin, warm_cache
 from ..runtime.driver import Resource
 from ..runtime.status import StatusBuffer, barrier_timeout
 from ..tma.tiled.encode import encode_tiled
@@ -79,6 +79,22 @@ def check_register_split(config: GemmConfig, resources: KernelResources) -> None
 def compile_gemm(config: GemmConfig) -> bytes:
     """The cubin of one configuration (NVRTC, cached; CPU only)."""
     return compile_cubin(KERNEL_SOURCE, defines=config.defines())
+
+
+def warm_gemm_cache(configs, *, extra_defines: dict | None = None) -> int:
+    """Compile every configuration's kernel at once on the host's cores (runtime.compiler.warm_cache) before a
+    benchmark builds them one by one; a configuration the rules refuse is left for its own error."""
+    jobs, seen = [], set()
+    for config in configs:
+        try:
+            defines = {**config.check().defines(), **(extra_defines or {})}
+        except GemmError:
+            continue
+        key = tuple(sorted(defines.items()))
+        if key not in seen:
+            seen.add(key)
+            jobs.append({"source": KERNEL_SOURCE, "defines": defines})
+    return warm_cache(jobs)
 
 
 def map_specs(config: GemmConfig, m: int, n: int, k: int, a_addr: int, b_addr: int, c_addr: int):

@@ -76,13 +76,16 @@ class RingProfile:
                 f"span {s['span_us']} us [{s['config']}]")
 
 
+PROFILE_DEFINES = {"GEMM_PROFILE": 1}  # the counting build's defines, on top of the configuration's
+
+
 def profile_gemm(config: GemmConfig, m: int, n: int, k: int, *, rng=None, runs: int = 2) -> RingProfile:
     """Run the profile build on random operands (`runs` times: the last one counts) and read its counters."""
     from ..runtime.driver import DeviceBuffer
     from .launch import Gemm
 
     rng = rng if rng is not None else np.random.default_rng(15)
-    gemm = Gemm(config, extra_defines={"GEMM_PROFILE": 1})
+    gemm = Gemm(config, extra_defines=PROFILE_DEFINES)
     a, b = random_operands(rng, config.dtype, m, n, k)
     out = value_dtype(config.out_dtype)
     with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \

@@ -179,6 +179,34 @@ def compile_cubin(source, *, name: str | None = None, arch: str = DEFAULT_ARCH, 
     return cubin
 
 
+def _compile_quietly(job: dict) -> str | None:
+    """One `compile_cubin(**job)` in a worker process: None, or why it failed (the caller's own compile reports it)."""
+    try:
+        compile_cubin(**job)
+        return None
+    except Exception as exc:  # noqa: BLE001 (a warm-up: the real compile raises the error with its fix)
+        return f"{type(exc).__name__}: {exc}"
+
+
+def warm_cache(jobs, *, workers: int | None = None) -> int:
+    """Compile `jobs` (each a dict of compile_cubin's arguments) into the disk cache on `workers` processes at once
+    (default: the CPUs, at most 16), so a benchmark that then builds them one by one finds every cubin cached:
+    NVRTC is CPU-bound and single-threaded. Returns how many it compiled; without a disk cache, or for one job,
+    it does nothing (the caller compiles as before). A job that fails here fails again, with its message, where
+    the caller compiles it."""
+    jobs = [dict(j) for j in jobs]
+    workers = min(len(jobs), workers or min(16, os.cpu_count() or 1))
+    if cache_dir() is None or workers < 2:
+        return 0
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: the caller may hold a CUDA context, which a forked child must not inherit
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        failed = list(pool.map(_compile_quietly, jobs))
+    return sum(f is None for f in failed)
+
+
 def clear_memory_cache() -> None:
     with _memory_lock:
         _memory_cache.clear()
