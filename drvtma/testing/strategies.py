@@ -351,16 +351,13 @@ def build_any_spec(ch, **valid_options) -> TensorMapSpec:
 # ---------------------------------------------------------------------------------------------- coordinates
 
 def build_coordinates(ch, spec: TensorMapSpec, *, outside: bool = True) -> tuple[int, ...]:
-    """Load coordinates (NumPy order) that the hardware takes: innermost aligned to 16 B.
-
-    Mostly near the tensor (partly out of bounds, negative), sometimes entirely outside.
-    """
+    """Load coordinates (NumPy order) that the hardware takes: innermost aligned to 16 B. Mostly near the tensor
+    (partly out of bounds, negative), sometimes entirely outside."""
     return coordinate_builder(spec, outside=outside)(ch)
 
 
 def coordinate_builder(spec: TensorMapSpec, *, outside: bool = True):
-    """`build_coordinates` for one spec as a function of the chooser, its per-axis ranges worked out once: the
-    same choices, for the many boxes of one map."""
+    """`build_coordinates` for one spec as a function of the chooser, its per-axis ranges worked out once."""
     if not isinstance(spec, TensorMapSpec):
         raise ArgumentError("spec_options", "spec", type(spec).__name__, "give a TensorMapSpec")
     assert spec.element_strides is not None  # __post_init__ fills it
