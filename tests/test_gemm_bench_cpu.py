@@ -178,6 +178,7 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in result.markdown("drvtma bench gemm").splitlines()
              if line.startswith("| ")]  # the Markdown table (tabulate pads its columns)
     assert ["bfloat16", "2048", "2048", "64"] in [row[:4] for row in cells]
+    assert ["1.250", "1.250-1.250"] in [row[6:8] for row in cells]  # the median, then the pairs' range
     assert "fake cuBLAS" in result.text()
 
 

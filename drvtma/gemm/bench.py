@@ -37,8 +37,8 @@ PAIRS = 5  # ABBA pairs per point: the point's ratio is the median of their rati
 CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
                "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
                "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms", "pair_ratios")
-MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "err/tol", "SM MHz", "W",
-                    "cuBLAS kernel", "drvtma config, where not the one above")
+MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "pairs", "err/tol", "SM MHz",
+                    "W", "cuBLAS kernel", "drvtma config, where not the one above")
 
 
 @dataclass
@@ -68,6 +68,10 @@ class GemmPoint:
         """The median of the ABBA pairs' ratios (one pair's clock or neighbour cannot decide it); before any pair,
         the ratio of the medians."""
         return percentile(self.pair_ratios, 50) if self.pair_ratios else self.cublas_ms / self.ms
+
+    def pairs_text(self) -> str:
+        """The pairs' ratios as their range: how far the median stands from one pair's reading."""
+        return f"{min(self.pair_ratios):.3f}-{max(self.pair_ratios):.3f}" if self.pair_ratios else "-"
 
     def figure(self) -> dict:
         return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
@@ -181,7 +185,8 @@ def row_text(p: GemmPoint, base_label: str = "") -> str:
     clocks = f"SM {p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')} MHz, " \
              f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')} W"
     return (f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.tflops(p.ms):7.1f} {p.tflops(p.cublas_ms):7.1f} "
-            f"{p.ratio:6.3f}  err {p.max_error:.2f}  {clocks}" + (f"  [{p.config}]" if p.config != base_label else ""))
+            f"{p.ratio:6.3f} (pairs {p.pairs_text()})  err {p.max_error:.2f}  {clocks}"
+            + (f"  [{p.config}]" if p.config != base_label else ""))
 
 
 @dataclass
@@ -231,10 +236,10 @@ class GemmBenchResult:
         rows = []
         for p in self.points:
             if not p.verified:
-                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 6, self.chosen(p)])
+                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 7, self.chosen(p)])
                 continue
             rows.append([p.dtype, p.m, p.n, p.k, f"{p.tflops(p.ms):.1f}", f"{p.tflops(p.cublas_ms):.1f}",
-                         f"{p.ratio:.3f}", f"{p.max_error:.2f}",
+                         f"{p.ratio:.3f}", p.pairs_text(), f"{p.max_error:.2f}",
                          f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
                          f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
                          "; ".join(p.cublas_kernels)[:120], self.chosen(p)])
