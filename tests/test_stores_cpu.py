@@ -562,3 +562,29 @@ def test_a_batch_times_each_of_its_parts_and_a_slow_download_bounds_the_campaign
         assert all(o.ok for o in session.check(cases))
     assert bound_by(dict(session.timing)).startswith("device wait+download")
     session.close()
+
+
+@given(st.lists(st.one_of(st.integers(-(1 << 32), 1 << 32), st.integers(-40, 40), st.booleans()), min_size=1,
+                max_size=4),
+       st.sampled_from(["float16", "uint8", "float64"]))
+def test_plain_coordinates_take_the_same_path_as_the_numpy_check(coords, dtype):
+    """The store check's fast path answers exactly as check_load_coordinates does: the same coordinates back, or
+    the same rule."""
+    from drvtma.tma.stores.rules import check_store_coordinates
+    from drvtma.tma.tiled.oracle import check_load_coordinates
+
+    spec = TensorMapSpec.create(dtype, (64, 64, 64), box=(8, 8, 16))
+
+    def outcome(check):
+        try:
+            return check()
+        except TensorMapError as exc:
+            return exc.rule
+
+    def reference():
+        got = tuple(int(c) for c in check_load_coordinates(spec, [tuple(coords)])[0])
+        if any(c < 0 for c in got):
+            raise TensorMapError("store_negative_coordinate", "coords", got, "-")
+        return got
+
+    assert outcome(lambda: check_store_coordinates(spec, coords)) == outcome(reference)
