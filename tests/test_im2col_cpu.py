@@ -320,3 +320,33 @@ def test_the_oracle_reproduces_im2col_loads_recorded_on_a_gpu():
             old_wrong += int(((got != old).any(axis=1) & left).sum())
     assert loads == 7182 and wrong == 0
     assert old_wrong == 885, old_wrong  # what the H100 run showed: 885 of 7,182 loads wrong with N + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 1 << 30), st.integers(0, 15))
+def test_pixel_rows_gathered_as_chunks_match_element_by_element(seed, cut):
+    """The oracle's row path (a pixel's channels as 16-byte chunks) gives the elements the byte-by-byte path
+    gives, on random maps and loads, with the tensor's last chunk cut short (read zero-padded)."""
+    ch = RngChooser(np.random.default_rng(seed))
+    spec = build_im2col_spec(ch)
+    coords, offsets = build_im2col_loads(ch, spec, 1 + seed % 16)
+    c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
+    assert oracle._rows_are_chunks(spec, c)
+    pos = oracle._walk(spec, c, o)
+    raw = np.random.default_rng(seed).integers(0, 256, max(spec.extent_bytes - cut, 1), dtype=np.uint8)
+    chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel)[None, None, :]
+    pixel_in = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1]))).all(axis=-1, keepdims=True)
+    inside = pixel_in & (chans >= 0) & (chans < spec.shape[-1])
+
+    def values(path):
+        try:
+            return path()
+        except ValueError as exc:  # the cut reaches an element in bounds: both refuse, naming the same byte
+            return str(exc)
+
+    by_row = values(lambda: oracle._values_by_row(spec, raw, pos, c[:, -1], pixel_in[..., 0], inside))
+    by_element = values(lambda: oracle._values_by_element(spec, raw, pos, chans, inside))
+    if isinstance(by_element, str) or isinstance(by_row, str):
+        assert by_row == by_element
+    else:
+        assert np.array_equal(np.where(inside, by_row, 0), np.where(inside, by_element, 0))

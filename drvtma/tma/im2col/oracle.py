@@ -20,7 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import TensorMapError
-from ..tiled.oracle import _UINT_OF_SIZE, INT32_MAX, INT32_MIN, SMEM_DST_ALIGNMENT, swizzle_addresses, tma_load_convert
+from ..tiled.oracle import (
+    _UINT_OF_SIZE,
+    INT32_MAX,
+    INT32_MIN,
+    SMEM_DST_ALIGNMENT,
+    _gather_rows,
+    swizzle_addresses,
+    tma_load_convert,
+)
 from ..tiled.spec import Interleave, OobFill
 from .spec import OFFSET_RANGE, Im2colSpec, spatial_name
 
@@ -116,17 +124,54 @@ def im2col_values(spec: Im2colSpec, global_bytes, coords, offsets) -> np.ndarray
     c, o = check_im2col_coordinates(spec, coords, offsets)
     pos = _walk(spec, c, o)
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
-    size, strides = spec.itemsize, np.asarray(spec.strides_bytes, dtype=np.int64)
+    size = spec.itemsize
     chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel, dtype=np.int64)[None, None, :]
-    inside = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1, keepdims=True)
-    inside = inside & (chans >= 0) & (chans < spec.shape[-1])
-    offs = (pos * strides[:-1]).sum(axis=-1)[..., None] + chans * strides[-1]
-    offs = np.where(inside, offs, 0)
-    if inside.any() and int(offs[inside].max()) + size > raw.size:
-        raise ValueError(f"global_bytes holds {raw.size} B; the loads read up to byte {int(offs.max()) + size}")
-    elements = raw[offs[..., None] + np.arange(size)].view(_UINT_OF_SIZE[size])[..., 0]
-    elements = tma_load_convert(spec.dtype, elements).astype(_UINT_OF_SIZE[size])
+    pixel_in = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1, keepdims=True)
+    inside = pixel_in & (chans >= 0) & (chans < spec.shape[-1])
+    if _rows_are_chunks(spec, c):
+        elements = _values_by_row(spec, raw, pos, c[:, -1], pixel_in[..., 0], inside)
+    else:
+        elements = _values_by_element(spec, raw, pos, chans, inside)
+    elements = tma_load_convert(spec.dtype, elements).astype(_UINT_OF_SIZE[size], copy=False)
     return np.where(inside, elements, elements.dtype.type(_fill_value(spec)))
+
+
+def _rows_are_chunks(spec: Im2colSpec, c: np.ndarray) -> bool:
+    """A pixel's channels are one run of whole 16-byte chunks at a 16-byte aligned offset (every valid map: the
+    channel start, the row of channels and the strides are multiples of 16 B)."""
+    size = spec.itemsize
+    return (spec.strides_bytes[-1] == size and (spec.channels_per_pixel * size) % 16 == 0
+            and all(st % 16 == 0 for st in spec.strides_bytes[:-1]) and not ((c[:, -1] * size) % 16).any())
+
+
+def _bounds_error(raw_size: int, end: int) -> ValueError:
+    return ValueError(f"global_bytes holds {raw_size} B; the loads read up to byte {end}")
+
+
+def _values_by_row(spec: Im2colSpec, raw, pos, c0, pixel_in, inside) -> np.ndarray:
+    """The elements a pixel at a time: its channels gathered as 16-byte chunks (tiled.oracle._gather_rows)."""
+    size, channels = spec.itemsize, spec.channels_per_pixel
+    start = np.where(pixel_in, (pos * np.asarray(spec.strides_bytes[:-1], dtype=np.int64)).sum(axis=-1)
+                     + (c0 * size)[:, None], 0)
+    if inside.any():  # the furthest byte an in-bounds element needs: the same refusal as element by element
+        last = np.minimum(channels, spec.shape[-1] - c0)  # channels in bounds end here, per load
+        end = int(np.where(inside.any(axis=-1), start + (last * size)[:, None], 0).max())
+        if end > raw.size:
+            raise _bounds_error(raw.size, end)
+    rows = _gather_rows(raw, start // 16, channels * size // 16)
+    return rows.view(_UINT_OF_SIZE[size]).reshape(start.shape + (channels,))
+
+
+def _values_by_element(spec: Im2colSpec, raw, pos, chans, inside) -> np.ndarray:
+    """The elements one byte index at a time (any layout the row path does not cover)."""
+    size, strides = spec.itemsize, np.asarray(spec.strides_bytes, dtype=np.int64)
+    offs = (pos * strides[:-1]).sum(axis=-1)[..., None] + chans * strides[-1]
+    if not inside.any():  # every element is the fill: nothing to read (global_bytes may hold less than one)
+        return np.zeros(inside.shape, _UINT_OF_SIZE[size])
+    offs = np.where(inside, offs, 0)
+    if int(offs[inside].max()) + size > raw.size:
+        raise _bounds_error(raw.size, int(offs.max()) + size)
+    return raw[offs[..., None] + np.arange(size)].view(_UINT_OF_SIZE[size])[..., 0]
 
 
 def im2col_image_bytes(spec: Im2colSpec, box_offset: int = 0) -> int:
