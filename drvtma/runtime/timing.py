@@ -167,9 +167,6 @@ class AbbaPairs:
         """Each round's median of `over` / median of `under` (time of theirs / time of ours: above 1, ours won)."""
         return tuple(round(r[over].median / r[under].median, 4) for r in self.rounds)
 
-    def median_ratio(self, over: str, under: str) -> float:
-        return percentile(self.ratios(over, under), 50)
-
 
 def time_abba_pairs(launches: dict, *, pairs: int, runs: int, warmups: int, flush=None) -> AbbaPairs:
     """`pairs` rounds of time_abba, `runs` spread evenly over them (at least one run per half): a ratio per round,
