@@ -54,9 +54,13 @@ class RuleError(DrvtmaError, ValueError):
     fix: ...``. ``rule``, ``parameter``, ``value`` and ``fix`` are attributes; each room has its own subclass."""
 
     def __init__(self, rule: str, parameter: str, value, fix: str, detail: str = ""):
-        self.rule, self.parameter, self.value, self.fix = rule, parameter, value, fix
+        self.rule, self.parameter, self.value, self.fix, self.detail = rule, parameter, value, fix, detail
         text = f"[{rule}] {parameter} = {value!r}: {detail}" if detail else f"[{rule}] {parameter} = {value!r}"
         super().__init__(f"{text}; fix: {fix}" if fix else text)
+
+    def __reduce__(self):
+        """Pickled with its fields (an error raised in a worker process is raised again in the caller's)."""
+        return type(self), (self.rule, self.parameter, self.value, self.fix, self.detail)
 
 
 class ArgumentError(RuleError):

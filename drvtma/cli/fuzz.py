@@ -11,6 +11,7 @@ from typing import Any, cast
 from ..errors import DrvtmaError
 from ..fuzz import report
 from ..fuzz.campaign import bound_by, run_campaign
+from ..fuzz.oracle_pool import MAX_WORKERS as MAX_ORACLE_WORKERS
 from ..fuzz.shard import SHARD_FORMS, parse_devices, parse_shard, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, is_redis_url, local_db_path, open_database
 from ..fuzz.targets import get_target, target_names
@@ -115,6 +116,9 @@ def _parser() -> Parser:
     p.add_argument("--max-boxes", type=int_at_least(1, high=4096), default=None, metavar="N",
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")
+    p.add_argument("--oracle-workers", type=int_at_least(0, high=MAX_ORACLE_WORKERS), default=0, metavar="N",
+                   help="loads and im2col: compute the oracle on N more processes while this one generates, launches "
+                   "and compares (default 0: here); the same cases and verdicts")
     return p
 
 
@@ -198,18 +202,22 @@ def fuzz_command(argv: list[str]) -> int:
     except ValueError as exc:  # a spec this target cannot take
         parser.error(f"--spec: {exc}")
     db_path = None if args.no_db else (args.db or str(local_db_path()))
+    if args.oracle_workers and not target.oracle_workers:
+        parser.error(f"--oracle-workers: loads and im2col only (the {target.name} target's oracle runs in its "
+                     "own process)")
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
-                    shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds)
+                    shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds,
+                    oracle_workers=args.oracle_workers)
     devices = parse_devices(args.devices)
     if devices:
         result = run_sharded(target.name, options, devices, database_path=db_path, **campaign)
     else:
         database = open_database(db_path) if db_path else None
         result = run_campaign(target, options, database=database, progress=not args.quiet, shard=shard, **campaign)
-    return _finish(target, result, Path(args.out), args.require_coverage)
+    return _finish(target, result, Path(args.out), args.require_coverage, args.oracle_workers)
 
 
-def _finish(target, result, out: Path, require_coverage: int = 0) -> int:
+def _finish(target, result, out: Path, require_coverage: int = 0, oracle_workers: int = 0) -> int:
     """Reproducers, the reports, the summary on stdout and the figure line; exit 1 when anything failed."""
     reproducers = report.write_reproducers(target, result, out)
     js, md = report.write_reports(result, out, reproducers)
@@ -228,7 +236,7 @@ def _finish(target, result, out: Path, require_coverage: int = 0) -> int:
                    "unit": target.unit, "seconds": round(result.seconds, 3),
                    "per_second": round(result.per_second, 1), "size_per_second": round(result.size_per_second, 1),
                    "mismatches": result.mismatches, "seed": result.seed, "shards": result.shards,
-                   "bound_by": bound_by(result.timing), "timing": result.timing})
+                   "bound_by": bound_by(result.timing), "timing": result.timing, "oracle_workers": oracle_workers})
     short: list[str] = []
     if result.coverage is not None:
         record_figure(result.coverage.figure())

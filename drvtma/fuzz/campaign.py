@@ -114,7 +114,7 @@ def build_case(target: Target, options: dict, seed: int, index: int):
 def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int | None = None,
                  seconds: float | None = None, shard: tuple[int, int] = (0, 1), fake: bool = False,
                  database=None, shrink: bool = True, max_shrinks: int = 5, shrink_seconds: float = 60.0,
-                 progress: bool = False, session=None) -> CampaignResult:
+                 progress: bool = False, session=None, oracle_workers: int = 0) -> CampaignResult:
     """Run a fuzz campaign: cases built from `seed`, checked on the target's session, failures shrunk.
 
     Parameters
@@ -132,6 +132,9 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
         Shrink the first `max_shrinks` failures, each for at most `shrink_seconds`.
     session
         An open target session to reuse (else one is opened and closed).
+    oracle_workers
+        Processes that compute the oracle beside this one (loads and im2col; 0: the oracle runs here). The same
+        cases and verdicts; only where the time goes changes.
 
     Returns
     -------
@@ -151,7 +154,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     result = CampaignResult(target.name, options, int(seed), shards=n, shard=k,
                             budget={"examples": examples, "seconds": seconds}, coverage=coverage_of(target, options))
     own_session = session is None
-    session = target.session(options, fake=fake) if own_session else session
+    session = target.session(options, fake=fake, oracle_workers=oracle_workers) if own_session else session
     bar = Progress(progress, examples, seconds, target.unit)
     timing = cast("dict[str, float]", Counter())  # seconds per part, as Session.timing
     try:

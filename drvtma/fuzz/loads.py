@@ -113,12 +113,30 @@ class LoadsSession(Session):
             self.probe = self.own(LoadProbe())
         self.timing["setup"] += time.perf_counter() - t
 
-    def check_one(self, case: LoadCase) -> Outcome:
-        timing, clock = self.timing, time.perf_counter
+    def check(self, cases) -> list[Outcome]:
+        """Each case in turn; with an oracle pool, every case's images are asked of the workers first."""
+        if self.oracle_pool is None:
+            return [self.check_one(case) for case in cases]
+        t = time.perf_counter()
+        tickets = []
+        for case in cases:
+            spec, image_bytes = self._placed(case)
+            tickets.append(self.oracle_pool.submit(expected_images, spec, case.offset, spec.extent_bytes, case.coords,
+                                                   box_offset=case.box_offset, image_bytes=image_bytes,
+                                                   poison=case.poison))
+        self.timing["oracle"] += time.perf_counter() - t
+        return [self.check_one(case, ticket) for case, ticket in zip(cases, tickets)]
+
+    def _placed(self, case: LoadCase):
+        """The case's map at its place in the pool, and its image size."""
         base = (self.device.ptr if self.device is not None else ADDRESS_BASE) + case.offset
         spec = case.spec.replace(base_address=base)
-        window = self.host[case.offset:case.offset + spec.extent_bytes]
-        image_bytes = oracle.image_bytes_for(spec, case.box_offset)
+        return spec, oracle.image_bytes_for(spec, case.box_offset)
+
+    def check_one(self, case: LoadCase, ticket=None) -> Outcome:
+        """Launch, the oracle's images (computed here, or the pool's `ticket`) while the GPU loads, then compare."""
+        timing, clock = self.timing, time.perf_counter
+        spec, image_bytes = self._placed(case)
         t0 = clock()
         if self.fake:
             pending = None
@@ -129,8 +147,13 @@ class LoadsSession(Session):
             pending = self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,
                                         image_bytes=image_bytes, poison=case.poison)
         t1 = clock()
-        want = expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
-                               poison=case.poison)
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        if ticket is not None:  # the workers' answer (waiting here is the oracle's time)
+            assert self.oracle_pool is not None
+            want = self.oracle_pool.result(ticket)
+        else:
+            want = expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
+                                   poison=case.poison)
         t2 = clock()
         if pending is None:  # the fake device: the true oracle stands in for the GPU
             got = oracle.load_images(spec, window, case.coords, box_offset=case.box_offset,
@@ -154,6 +177,7 @@ class LoadsTarget(Target):
     cases_per_batch = 8
     session_class = LoadsSession
     coverage = TiledLoadsCoverage()
+    oracle_workers = True
 
     def configure(self, spec=None, *, data_seed: int = DATA_SEED, max_boxes: int = MAX_BOXES) -> dict:
         pool = POOL_BYTES

@@ -26,6 +26,9 @@ class MergeError(ArgumentError):
     def __init__(self, value, detail: str, fix: str):
         super().__init__("fuzz_merge", "DIR", str(value), fix, detail)
 
+    def __reduce__(self):
+        return type(self), (self.value, self.detail, self.fix)
+
 
 def report_files(paths) -> list[Path]:
     """The JSON reports in each folder of `paths` (or the file itself), in a stable order."""

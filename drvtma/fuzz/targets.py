@@ -101,6 +101,8 @@ class Session(Resource):
     lifecycle (runtime.driver.Resource): close() closes every owned handle, the last opened first, even if one fails
     (then raises the first error); a second close does nothing; a with-block closes."""
 
+    oracle_pool = None  # an OraclePool once start_oracle_pool ran: the session's oracle on other processes
+
     def __init__(self, options: dict, fake: bool = False):
         self.options, self.fake = options, fake
         # a Counter (a part not timed yet reads 0) of seconds: typeshed types a Counter's values as int
@@ -119,6 +121,18 @@ class Session(Resource):
     def check(self, cases) -> list[Outcome]:
         return [self.check_one(case) for case in cases]
 
+    def start_oracle_pool(self, workers: int) -> None:
+        """Compute the oracle on `workers` processes (a target with `oracle_pool`); they rebuild the session's
+        pool of random bytes from options' data_seed and pool_bytes."""
+        import time
+
+        from .oracle_pool import OraclePool
+
+        t = time.perf_counter()
+        self.oracle_pool = self.own(OraclePool(workers, seed=self.options["data_seed"],
+                                               nbytes=self.options["pool_bytes"]))
+        self.timing["setup"] += time.perf_counter() - t
+
     def check_one(self, case) -> Outcome:
         raise NotImplementedError
 
@@ -130,6 +144,7 @@ class Target:
     cases_per_batch = 1
     needs_gpu = True
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
+    oracle_workers = False  # whether its session can compute the oracle on worker processes (--oracle-workers)
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
     session_class: type[Session] | None = None
     coverage: CoverageModel | None = None
@@ -140,12 +155,23 @@ class Target:
     def build(self, ch, options: dict):
         raise NotImplementedError
 
-    def session(self, options: dict, *, fake: bool = False) -> Session:
+    def session(self, options: dict, *, fake: bool = False, oracle_workers: int = 0) -> Session:
         if self.session_class is None:
             raise NotImplementedError(f"the {self.name} target gives no session_class: set it or override session")
         if fake and not self.fake_device:
             raise NotImplementedError(f"the {self.name} target has no fake device: it needs a Hopper GPU")
-        return self.session_class(options, fake)
+        if oracle_workers and not self.oracle_workers:
+            raise ArgumentError("oracle_workers", "oracle_workers", oracle_workers,
+                                f"give 0: the {self.name} target's oracle runs in its own process",
+                                "loads and im2col compute their oracle on worker processes")
+        session = self.session_class(options, fake)
+        if oracle_workers:
+            try:
+                session.start_oracle_pool(oracle_workers)
+            except BaseException:
+                session.close()
+                raise
+        return session
 
     def labels(self, case) -> dict:
         return {}

@@ -126,7 +126,8 @@ def im2col_values(spec: Im2colSpec, global_bytes, coords, offsets) -> np.ndarray
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
     size = spec.itemsize
     chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel, dtype=np.int64)[None, None, :]
-    pixel_in = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1, keepdims=True)
+    pixel_in = np.asarray(((pos >= 0) & (pos < np.asarray(spec.shape[:-1], dtype=np.int64))).all(axis=-1,
+                                                                                                 keepdims=True))
     inside = pixel_in & (chans >= 0) & (chans < spec.shape[-1])
     if _rows_are_chunks(spec, c):
         elements = _values_by_row(spec, raw, pos, c[:, -1], pixel_in[..., 0], inside)
