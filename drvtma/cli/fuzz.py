@@ -73,6 +73,7 @@ def _parser() -> Parser:
         epilog="examples:\n  drvtma fuzz list\n  drvtma fuzz loads --examples 2000 --seed 1\n"
                "  drvtma fuzz encode --seconds 30 --spec my_map.json --out reports\n"
                "  drvtma fuzz loads --fake-device --examples 100   (no GPU: tests the machinery only)\n"
+               "  drvtma fuzz loads --examples 20000 --oracle-workers 6   (the oracle on 6 more cores)\n"
                "  drvtma fuzz loads --seed 7 --examples 8000 --shard slurm --out reports --db /shared/fuzz-db\n"
                "  drvtma fuzz merge reports   (one report from the shards' reports; see docs/campaigns.md)")
     p.add_argument("target", help=f"what to fuzz: {', '.join(target_names())} (or 'list'; 'merge DIR...' merges "
