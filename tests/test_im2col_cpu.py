@@ -332,7 +332,7 @@ def test_pixel_rows_gathered_as_chunks_match_element_by_element(seed, cut):
     coords, offsets = build_im2col_loads(ch, spec, 1 + seed % 16)
     c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
     assert oracle._rows_are_chunks(spec, c)
-    pos = oracle._walk(spec, c, o)
+    pos = oracle.walk(spec, c, o)
     raw = np.random.default_rng(seed).integers(0, 256, max(spec.extent_bytes - cut, 1), dtype=np.uint8)
     chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel)[None, None, :]
     pixel_in = ((pos >= 0) & (pos < np.asarray(spec.shape[:-1]))).all(axis=-1, keepdims=True)

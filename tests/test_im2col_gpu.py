@@ -104,7 +104,7 @@ for name, base in (("inside", (0, 4, 4, 0)), ("w_past_box", (0, 4, 5, 0)), ("w_f
         got = Im2colProbe().run(encode_im2col(spec, buf), [base], [(0, 0)], checked=False)[0]
         # what an oracle whose walk simply starts there would give (the bounds check skipped)
         c = np.asarray([base], np.int64); o = np.zeros((1, 2), np.int64)
-        pos = oracle._walk(spec, c, o)[0]
+        pos = oracle.walk(spec, c, o)[0]
         out[name] = {"result": "loaded", "positions_if_unclamped": pos[:, 1:].tolist(),
                      "image_hex": got[:spec.smem_bytes].tobytes().hex()}
     except Exception as exc:  # a fault: report it and stop (a sticky error ends the context)

@@ -149,7 +149,7 @@ def load_classes(spec: Im2colSpec, coords, offsets) -> Counter:
     """Per load: where its N and C starts lie, its offsets, how far its walk went and where its pixels meet each
     spatial axis."""
     c, o = oracle.check_im2col_coordinates(spec, coords, offsets)
-    pos = oracle.pixel_positions(spec, c, o)  # (L, pixels, 1 + ns): n, then D, H, W
+    pos = oracle.walk(spec, c, o)  # (L, pixels, 1 + ns): n, then D, H, W
     r, head = spec.rank, f"rank={spec.rank}|"
     counts: Counter[str] = Counter()
     for label, start, extent in (("n", c[:, 0], spec.shape[0]), ("c", c[:, -1], spec.shape[-1])):

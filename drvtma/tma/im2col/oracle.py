@@ -90,13 +90,14 @@ def check_im2col_coordinates(spec: Im2colSpec, coords, offsets) -> tuple[np.ndar
 def pixel_positions(spec: Im2colSpec, coords, offsets) -> np.ndarray:
     """(L, pixels, rank - 1) int64: the (n, [d, [h,]] w) position each pixel of each load reads (before bounds)."""
     c, o = check_im2col_coordinates(spec, coords, offsets)
-    return _walk(spec, c, o)
+    return walk(spec, c, o)
 
 
-def _walk(spec: Im2colSpec, c: np.ndarray, o: np.ndarray) -> np.ndarray:
-    """The walk in closed form, all pixels at once: each axis (W first) advances `a` steps from its base; the first
-    row holds the steps from the base to the box's upper bound, every later row the whole box from its lower bound,
-    and each finished row carries one step into the next axis out (past D: N, by N's element stride)."""
+def walk(spec: Im2colSpec, c: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """`pixel_positions` of coordinates and offsets as `check_im2col_coordinates` returns them, in closed form,
+    all pixels at once: each axis (W first) advances `a` steps from its base; the first row holds the steps from the
+    base to the box's upper bound, every later row the whole box from its lower bound, and each finished row
+    carries one step into the next axis out (past D: N, by N's element stride)."""
     assert spec.element_strides is not None  # __post_init__ fills it
     ns = spec.rank - 2
     bounds = np.asarray(spec.box_bounds, dtype=np.int64).reshape(ns, 2)
@@ -122,7 +123,7 @@ def _fill_value(spec: Im2colSpec) -> int:
 def im2col_values(spec: Im2colSpec, global_bytes, coords, offsets) -> np.ndarray:
     """(L, pixels, channels) raw bits (unsigned ints of itemsize) that the loads deliver, fill included."""
     c, o = check_im2col_coordinates(spec, coords, offsets)
-    pos = _walk(spec, c, o)
+    pos = walk(spec, c, o)
     raw = np.ascontiguousarray(np.asarray(global_bytes, dtype=np.uint8).reshape(-1))
     size = spec.itemsize
     chans = c[:, -1][:, None, None] + np.arange(spec.channels_per_pixel, dtype=np.int64)[None, None, :]
