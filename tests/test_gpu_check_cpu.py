@@ -201,8 +201,11 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
     step = next(s for s in gpu_check.steps(False, workers=8, fuzz_shards=4) if s["name"] == "fuzz_loads_4_shards")
     assert step["cmd"][step["cmd"].index("--devices") + 1] == "0,0,0,0"
     pooled = {s["name"]: s["cmd"] for s in gpu_check.steps(False, workers=8, fuzz_shards=4) if "oracle" in s["name"]}
-    assert set(pooled) == {"fuzz_loads_4_oracle_workers", "fuzz_im2col_4_oracle_workers"}
-    assert all(cmd[cmd.index("--oracle-workers") + 1] == "4" for cmd in pooled.values())
+    assert set(pooled) == {"fuzz_loads_4_oracle_workers", "fuzz_im2col_4_oracle_workers",
+                           "fuzz_loads_2_shards_2_oracle_workers"}
+    assert [cmd[cmd.index("--oracle-workers") + 1] for cmd in pooled.values()] == ["4", "4", "2"]
+    both = pooled["fuzz_loads_2_shards_2_oracle_workers"]
+    assert both[both.index("--devices") + 1] == "0,0"
     assert not [n for n in gpu_check.steps(False, workers=8) if "shards" in n["name"] or "oracle" in n["name"]]
     monkeypatch.setattr("sys.argv", ["gpu-check", "--fuzz-shards", "1"])
     with pytest.raises(SystemExit) as done:
