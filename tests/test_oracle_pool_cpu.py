@@ -3,52 +3,53 @@
 from __future__ import annotations
 
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from drvtma.errors import ArgumentError, TensorMapError
-from drvtma.fuzz.campaign import build_case, run_campaign
-from drvtma.fuzz.loads import expected_images
+from drvtma.fuzz.campaign import WORKERS_PHASE, build_case, run_campaign
 from drvtma.fuzz.oracle_pool import OraclePool
 from drvtma.fuzz.targets import get_target
-from drvtma.tma.tiled import oracle
 
-SEED, NBYTES = 5, 1 << 20
+SEED = 5
 
 
-def test_the_pools_images_are_the_in_process_oracles_and_its_errors_come_back():
-    """Loads cases' images from two workers, through the shared slots and (a slot too small) through the pipe,
-    equal the oracle's here; a refused load raises its rule here; close() frees every slot."""
+@pytest.mark.parametrize("slot_bytes", [8 << 20, 4096])  # 4 KiB: most answers come back through the pipe
+def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes):
+    """Cases prepared by two workers, through the shared slots or the pipe, are the cases, labels, coverage
+    classes and images the campaign's own process makes; close() frees every slot."""
     target = get_target("loads")
-    options = target.configure(data_seed=SEED, max_boxes=12) | {"pool_bytes": NBYTES}
-    host = np.random.default_rng(SEED).integers(0, 256, NBYTES, dtype=np.uint8)
-    cases = []
-    for i in range(40):
-        case = build_case(target, options, 3, i)[0]
-        if case.spec.extent_bytes + case.offset <= NBYTES:
-            cases.append(case)
-    assert len(cases) >= 10
-    for slot_bytes in (8 << 20, 4096):  # 4 KiB: most answers come back through the pipe
-        with OraclePool(2, seed=SEED, nbytes=NBYTES, slot_bytes=slot_bytes) as pool:
-            names = []
-            for case in cases:
-                spec = case.spec.replace(base_address=0x7F00_0000_0000 + case.offset)
-                kw = {"box_offset": case.box_offset, "image_bytes": oracle.image_bytes_for(spec, case.box_offset),
-                      "poison": case.poison}
-                ticket = pool.submit(expected_images, spec, case.offset, spec.extent_bytes, case.coords, **kw)
-                names.append(ticket.slot.name)
-                want = expected_images(spec, host[case.offset:case.offset + spec.extent_bytes], case.coords, **kw)
-                assert np.array_equal(pool.result(ticket), want)
-            bad = cases[0].coords.copy()
-            bad[0, -1] += 1  # off the 16-byte boundary for every type narrower than 16 B
-            spec = cases[0].spec.replace(base_address=0x7F00_0000_0000)
-            ticket = pool.submit(expected_images, spec, 0, spec.extent_bytes, bad, box_offset=0,
-                                 image_bytes=oracle.image_bytes_for(spec, 0), poison=0)
-            if spec.itemsize < 16:
-                with pytest.raises(TensorMapError, match="coord_alignment"):
-                    pool.result(ticket)
-        assert not [n for n in set(names) if os.path.exists(f"/dev/shm/{n}")]  # unlinked at close
+    options = target.configure(data_seed=SEED, max_boxes=12)
+    host = np.random.default_rng(SEED).integers(0, 256, options["pool_bytes"], dtype=np.uint8)
+    base = 0x7F00_0000_0000
+    batches = [(b, 8 * b, 8 * b + 8) for b in range(3)]
+    with OraclePool(2, seed=SEED, nbytes=options["pool_bytes"], slot_bytes=slot_bytes) as pool:
+        session = SimpleNamespace(pool_base=lambda: base)
+        prepared = pool.prepared_batches(target, options, 3, iter(batches), session)
+        seen = []
+        for batch, first, last in prepared:
+            seen.append((batch, first, last))
+            for i, (case, trace, extra, images) in zip(range(first, last), prepared.take()):
+                want_case, want_trace = build_case(target, options, 3, i)
+                assert trace == want_trace and target.case_to_json(case) == target.case_to_json(want_case)
+                assert extra == {"labels": target.labels(case), "classes": target.coverage.classes(case)}
+                assert np.array_equal(images, target.expected(case, host, base))
+        names = [s.name for s in pool._slots]
+    assert seen == batches and names
+    assert not [n for n in names if os.path.exists(f"/dev/shm/{n}")]  # unlinked at close
+
+
+def test_a_workers_error_comes_back_as_itself_and_no_slot_is_lost():
+    target = get_target("loads")
+    options = target.configure(data_seed=SEED) | {"pool_bytes": 1 << 12}  # too small for most cases' tensors
+    with OraclePool(2, seed=SEED, nbytes=1 << 12) as pool:
+        prepared = pool.prepared_batches(target, options, 3, iter([(0, 0, 8)]), SimpleNamespace(pool_base=lambda: 0))
+        next(prepared)
+        with pytest.raises(ValueError, match="global_bytes holds"):
+            prepared.take()
+        assert len(pool._free) == len(pool._slots) == 8
 
 
 @pytest.mark.parametrize("name", ["loads", "im2col"])
@@ -59,7 +60,8 @@ def test_a_campaign_with_oracle_workers_is_the_same_campaign(name):
     pooled = run_campaign(target, options, seed=2, examples=48, fake=True, shrink=False, oracle_workers=2)
     assert (pooled.cases, pooled.size, pooled.mismatches) == (alone.cases, alone.size, alone.mismatches)
     assert pooled.by_label == alone.by_label and pooled.coverage.counts == alone.coverage.counts
-    assert pooled.timing["oracle"] > 0 and pooled.timing["setup"] > 0  # the workers' start is set-up, not oracle
+    # the workers' start is set-up; the batches' wait for them is their own part
+    assert pooled.timing[WORKERS_PHASE] > 0 and pooled.timing["setup"] > 0 and "generate" not in pooled.timing
 
 
 def test_oracle_workers_are_refused_where_the_oracle_cannot_move(capsys):

@@ -118,8 +118,9 @@ def _parser() -> Parser:
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")
     p.add_argument("--oracle-workers", type=int_at_least(0, high=MAX_ORACLE_WORKERS), default=0, metavar="N",
-                   help="loads and im2col: compute the oracle on N more processes while this one generates, launches "
-                   "and compares (default 0: here); the same cases and verdicts")
+                   help="loads and im2col: N more processes build the cases, class them and compute the oracle's "
+                   "answers, batches ahead, while this one launches and compares (default 0: all here); the same "
+                   "cases and verdicts")
     return p
 
 

@@ -23,6 +23,7 @@ from .coverage import Coverage, coverage_of
 from .targets import Failure, Outcome, Target  # Failure: importable here too
 
 LABEL_ORDER = ("dtype", "rank", "swizzle", "fill")
+WORKERS_PHASE = "oracle workers (generate, classify, oracle)"  # --oracle-workers: the wait for their cases
 
 
 @dataclass
@@ -46,15 +47,16 @@ class CampaignResult:
     per_shard: list = field(default_factory=list)  # a merge's rows: shard, cases, size, mismatches, seconds, devices
     coverage: Coverage | None = None  # hits per class of the target's coverage model (None: it has none)
 
-    def add(self, target: Target, case, outcome: Outcome) -> None:
+    def add(self, target: Target, case, outcome: Outcome, *, labels: dict | None = None, classes=None) -> None:
+        """Count a checked case; `labels` and `classes` (its coverage classes): as computed elsewhere (a worker)."""
         size = target.size(case)
         if self.coverage is not None:
             assert target.coverage is not None  # self.coverage is coverage_of(target): it has a model
-            self.coverage.add(target.coverage.classes(case))
+            self.coverage.add(target.coverage.classes(case) if classes is None else classes)
         self.cases += 1
         self.size += size
         self.mismatches += not outcome.ok
-        for key, value in target.labels(case).items():
+        for key, value in (target.labels(case) if labels is None else labels).items():
             row = self.by_label.setdefault(f"{key}={value}", [0, 0, 0])
             row[0] += 1
             row[1] += size
@@ -165,26 +167,35 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
                 result.known_failures += 1
         started = time.perf_counter()
         per = target.cases_per_batch
-        batch = k
-        while True:
-            if examples is not None and batch * per >= examples:
-                break
-            if seconds is not None and time.perf_counter() - started >= seconds:
-                break
-            first = batch * per
-            last = first + per if examples is None else min(first + per, examples)
+
+        def batches():  # (batch, first, last) of this shard while the budget lasts
+            batch = k
+            while not (examples is not None and batch * per >= examples):
+                if seconds is not None and time.perf_counter() - started >= seconds:
+                    return
+                first = batch * per
+                yield batch, first, first + per if examples is None else min(first + per, examples)
+                batch += n
+
+        pool = getattr(session, "oracle_pool", None)
+        prepared = pool.prepared_batches(target, options, seed, batches(), session) if pool is not None else None
+        for batch, first, last in (batches() if prepared is None else prepared):
             t = time.perf_counter()
-            built = [build_case(target, options, seed, i) for i in range(first, last)]
-            timing["generate"] += time.perf_counter() - t
-            outcomes = session.check([case for case, _ in built])
+            if prepared is None:
+                built = [(*build_case(target, options, seed, i), None, None) for i in range(first, last)]
+                timing["generate"] += time.perf_counter() - t
+            else:  # built, classified and answered by the workers: here, the wait for them
+                built = prepared.take()
+                timing[WORKERS_PHASE] += time.perf_counter() - t
+            cases = [case for case, *_ in built]
+            outcomes = session.check(cases) if prepared is None else session.check(cases, [w for *_, w in built])
             t = time.perf_counter()
-            for i, ((case, trace), outcome) in enumerate(zip(built, outcomes)):
-                result.add(target, case, outcome)
+            for i, ((case, trace, extra, _), outcome) in enumerate(zip(built, outcomes)):
+                result.add(target, case, outcome, **(extra or {}))
                 if not outcome.ok:
                     result.failures.append(Failure(first + i, case, trace, outcome, shard=k))
             timing["count+coverage"] += time.perf_counter() - t
             result.batches.append(batch)
-            batch += n
             bar.update(result)
         result.seconds = time.perf_counter() - started
         bar.done(result)

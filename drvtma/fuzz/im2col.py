@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..tma.im2col.probe import Im2colProbe
 
 POOL_SEED = 3
+FAKE_POOL_BASE = 0x7F00_0000_0000  # the pool's address on the fake device (1024-aligned, as a real one is)
 POOL_BYTES = 16 << 20
 MAX_LOADS = 64
 
@@ -87,27 +88,18 @@ class Im2colSession(Session):
             self.device = self.own(DeviceBuffer.from_array(self.host))
             self.probe = self.own(Im2colProbe())
 
-    def check(self, cases) -> list[Outcome]:
-        """Each case in turn; with an oracle pool, every case's images are asked of the workers first."""
-        if self.oracle_pool is None:
-            return [self.check_one(case) for case in cases]
-        t = time.perf_counter()
-        tickets = []
-        for case in cases:
-            spec = self._placed(case)
-            tickets.append(self.oracle_pool.submit(oracle.im2col_images, spec, case.offset, spec.extent_bytes,
-                                                   case.coords, case.offsets, box_offset=case.box_offset,
-                                                   poison=case.poison))
-        self.timing["oracle"] += time.perf_counter() - t
-        return [self.check_one(case, ticket) for case, ticket in zip(cases, tickets)]
+    def check(self, cases, wants=None) -> list[Outcome]:
+        """Each case in turn; `wants`: their images, computed already (by oracle workers)."""
+        return [self.check_one(case, want) for case, want in zip(cases, wants or [None] * len(cases))]
 
-    def _placed(self, case: Im2colCase) -> Im2colSpec:
-        pool = self.device.ptr if self.device is not None else 0x7F00_0000_0000
-        return case.spec.replace(base_address=pool + case.offset)
+    def pool_base(self) -> int:
+        """Where the session's pool of random bytes starts (cases sit `offset` bytes in)."""
+        return self.device.ptr if self.device is not None else FAKE_POOL_BASE
 
-    def check_one(self, case: Im2colCase, ticket=None) -> Outcome:
+    def check_one(self, case: Im2colCase, want: np.ndarray | None = None) -> Outcome:
+        """Launch, the oracle's images while the GPU loads (`want`: given), then compare."""
         timing, clock = self.timing, time.perf_counter
-        spec = self._placed(case)
+        spec = case.spec.replace(base_address=self.pool_base() + case.offset)
         window = self.host[case.offset:case.offset + spec.extent_bytes]
         kw: dict[str, Any] = {"box_offset": case.box_offset, "poison": case.poison}  # the oracle's and the probe's
         image_bytes = oracle.im2col_image_bytes(spec, case.box_offset)
@@ -120,10 +112,7 @@ class Im2colSession(Session):
             pending = self.probe.launch(encode_im2col(spec), case.coords, case.offsets, image_bytes=image_bytes,
                                         **kw)
         t1 = clock()
-        if ticket is not None:  # the workers' answer (waiting here is the oracle's time)
-            assert self.oracle_pool is not None
-            want = self.oracle_pool.result(ticket)
-        else:
+        if want is None:
             want = oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes, **kw)
         t2 = clock()
         got = want.copy() if pending is None else pending.wait()
@@ -163,6 +152,12 @@ class Im2colTarget(Target):
         offset = 16 * ch.integer(0, (options["pool_bytes"] - spec.extent_bytes) // 16 - 1)
         coords, offsets = build_im2col_loads(ch, spec, ch.integer(1, MAX_LOADS))
         return Im2colCase(spec, offset, coords, offsets, 128 * ch.integer(0, 7), ch.integer(0, (1 << 32) - 1))
+
+    def expected(self, case: Im2colCase, pool: np.ndarray, base: int) -> np.ndarray:
+        """The oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's answer)."""
+        spec = case.spec.replace(base_address=base + case.offset)
+        return oracle.im2col_images(spec, pool[case.offset:case.offset + spec.extent_bytes], case.coords,
+                                    case.offsets, box_offset=case.box_offset, poison=case.poison)
 
     def labels(self, case: Im2colCase) -> dict:
         return spec_labels(case.spec)

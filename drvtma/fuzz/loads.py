@@ -39,6 +39,12 @@ def expected_images(spec, global_bytes, coords, *, box_offset, image_bytes, pois
                               poison=poison)
 
 
+def placed(case, base: int):
+    """The case's map at its place in a pool starting at `base`, and its image size."""
+    spec = case.spec.replace(base_address=base + case.offset)
+    return spec, oracle.image_bytes_for(spec, case.box_offset)
+
+
 @dataclass
 class LoadCase:
     spec: TensorMapSpec  # base_address unset: the session puts the map `offset` bytes into its pool
@@ -113,30 +119,18 @@ class LoadsSession(Session):
             self.probe = self.own(LoadProbe())
         self.timing["setup"] += time.perf_counter() - t
 
-    def check(self, cases) -> list[Outcome]:
-        """Each case in turn; with an oracle pool, every case's images are asked of the workers first."""
-        if self.oracle_pool is None:
-            return [self.check_one(case) for case in cases]
-        t = time.perf_counter()
-        tickets = []
-        for case in cases:
-            spec, image_bytes = self._placed(case)
-            tickets.append(self.oracle_pool.submit(expected_images, spec, case.offset, spec.extent_bytes, case.coords,
-                                                   box_offset=case.box_offset, image_bytes=image_bytes,
-                                                   poison=case.poison))
-        self.timing["oracle"] += time.perf_counter() - t
-        return [self.check_one(case, ticket) for case, ticket in zip(cases, tickets)]
+    def check(self, cases, wants=None) -> list[Outcome]:
+        """Each case in turn; `wants`: their images, computed already (by oracle workers)."""
+        return [self.check_one(case, want) for case, want in zip(cases, wants or [None] * len(cases))]
 
-    def _placed(self, case: LoadCase):
-        """The case's map at its place in the pool, and its image size."""
-        base = (self.device.ptr if self.device is not None else ADDRESS_BASE) + case.offset
-        spec = case.spec.replace(base_address=base)
-        return spec, oracle.image_bytes_for(spec, case.box_offset)
+    def pool_base(self) -> int:
+        """Where the session's pool of random bytes starts (cases sit `offset` bytes in)."""
+        return self.device.ptr if self.device is not None else ADDRESS_BASE
 
-    def check_one(self, case: LoadCase, ticket=None) -> Outcome:
-        """Launch, the oracle's images (computed here, or the pool's `ticket`) while the GPU loads, then compare."""
+    def check_one(self, case: LoadCase, want: np.ndarray | None = None) -> Outcome:
+        """Launch, the oracle's images while the GPU loads (`want`: given), then compare."""
         timing, clock = self.timing, time.perf_counter
-        spec, image_bytes = self._placed(case)
+        spec, image_bytes = placed(case, self.pool_base())
         t0 = clock()
         if self.fake:
             pending = None
@@ -148,10 +142,7 @@ class LoadsSession(Session):
                                         image_bytes=image_bytes, poison=case.poison)
         t1 = clock()
         window = self.host[case.offset:case.offset + spec.extent_bytes]
-        if ticket is not None:  # the workers' answer (waiting here is the oracle's time)
-            assert self.oracle_pool is not None
-            want = self.oracle_pool.result(ticket)
-        else:
+        if want is None:
             want = expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
                                    poison=case.poison)
         t2 = clock()
@@ -212,6 +203,12 @@ class LoadsTarget(Target):
         keep = outcome.bad[:4]
         boxes = [v for i in keep for v in trace[bounds[i]:bounds[i + 1]]]
         return trace[:count_at] + [len(keep)] + boxes + trace[end:]
+
+    def expected(self, case: LoadCase, pool: np.ndarray, base: int) -> np.ndarray:
+        """The oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's answer)."""
+        spec, image_bytes = placed(case, base)
+        return expected_images(spec, pool[case.offset:case.offset + spec.extent_bytes], case.coords,
+                               box_offset=case.box_offset, image_bytes=image_bytes, poison=case.poison)
 
     def labels(self, case: LoadCase) -> dict:
         return spec_labels(case.spec)

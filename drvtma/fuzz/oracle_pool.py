@@ -1,18 +1,19 @@
-"""The oracle on worker processes (`drvtma fuzz loads|im2col --oracle-workers N`): a campaign's host spends most
-of its time in the NumPy oracle, so its cases' expected images are computed on other cores while the campaign's
-own process generates, launches, waits and compares.
+"""Cases prepared on worker processes (`drvtma fuzz loads|im2col --oracle-workers N`): a campaign's host spends
+most of its time in Python (building cases, classing them for coverage, and above all the NumPy oracle), so the
+workers build each case, class it and compute the oracle's images of it, batches ahead, while the campaign's own
+process only launches, waits for the GPU and compares.
 
-Each worker rebuilds the session's pool of random bytes from the same seed (nothing large crosses a pipe), runs
-the oracle function it is named (a module-level function: `oracle(spec, pool window, *args, **kwargs)`), and writes
-the images into a shared-memory slot the campaign reads in place; an answer larger than a slot comes back through
-the pipe. The answers are the in-process oracle's, byte for byte: the same function on the same bytes.
+Each worker rebuilds the session's pool of random bytes from the same seed (nothing large crosses a pipe), builds
+case i from the campaign's seed and i as the campaign would (`campaign.build_case`), and writes the images into a
+shared-memory slot the campaign reads; an answer larger than a slot comes back through the pipe. Cases, labels,
+coverage classes and images are the in-process ones, byte for byte: the same functions on the same inputs.
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -40,25 +41,25 @@ def _ready(_: int) -> int:
     return os.getpid()
 
 
-def _answer(fn, spec, offset: int, extent: int, args: tuple, kwargs: dict, slot: str, capacity: int):
-    """In a worker: the oracle's images into `slot` -> ("slot", shape, dtype), or ("array", images)."""
+def _prepare(target_name: str, options: dict, seed: int, index: int, base: int, slot: str, capacity: int):
+    """In a worker: case `index` of the campaign, its trace, its labels and coverage classes, and its expected
+    images, into `slot` where they fit -> (case, trace, extra, ("slot", shape, dtype) or ("array", images))."""
+    from .campaign import build_case
+    from .targets import get_target
+
     assert _pool is not None  # _start_worker ran
-    images = fn(spec, _pool[offset:offset + extent], *args, **kwargs)
+    target = get_target(target_name)
+    case, trace = build_case(target, options, seed, index)
+    extra = {"labels": target.labels(case),
+             "classes": target.coverage.classes(case) if target.coverage is not None else None}
+    images = target.expected(case, _pool, base)
     if images.nbytes > capacity:
-        return "array", images
+        return case, trace, extra, ("array", images)
     shm = _attached.get(slot)
     if shm is None:
         shm = _attached[slot] = shared_memory.SharedMemory(name=slot)
     np.ndarray(images.shape, images.dtype, buffer=shm.buf)[...] = images
-    return "slot", images.shape, images.dtype.str
-
-
-@dataclass
-class Ticket:
-    """A submitted oracle call: `OraclePool.result(ticket)` waits for it."""
-
-    future: Future
-    slot: shared_memory.SharedMemory
+    return case, trace, extra, ("slot", images.shape, images.dtype.str)
 
 
 def check_oracle_workers(workers) -> int:
@@ -66,9 +67,8 @@ def check_oracle_workers(workers) -> int:
 
 
 class OraclePool:
-    """`workers` processes computing `fn(spec, pool[offset:offset + extent], ...)` on the pool of random bytes
-    `default_rng(seed).integers(0, 256, nbytes)`; a slot per call in flight. close() stops the workers and frees
-    every slot (a with-block closes)."""
+    """`workers` processes holding the pool of random bytes `default_rng(seed).integers(0, 256, nbytes)`; a
+    shared-memory slot per case in flight. close() stops the workers and frees every slot (a with-block closes)."""
 
     def __init__(self, workers: int, *, seed: int, nbytes: int, slot_bytes: int = SLOT_BYTES):
         workers = check_oracle_workers(workers)
@@ -76,41 +76,47 @@ class OraclePool:
             raise ArgumentError("oracle_workers", "oracle_workers", workers, "give 1 or more workers (0: the "
                                 "oracle in the campaign's own process, no pool)")
         self.workers, self.slot_bytes = workers, int(slot_bytes)
-        self._free: list[shared_memory.SharedMemory] = []
         self._slots: list[shared_memory.SharedMemory] = []
+        self._free: list[shared_memory.SharedMemory] = []
         # spawn: the campaign holds a CUDA context, which a forked child must not inherit
         self._executor: ProcessPoolExecutor | None = ProcessPoolExecutor(
             max_workers=workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
             initargs=(int(seed), int(nbytes)))
-        try:  # every worker started and its pool drawn now, not inside the first batch's oracle time
+        try:  # every worker started and its pool drawn now, not inside the first batch's time
             list(self._executor.map(_ready, range(workers)))
         except BaseException:
             self.close()
             raise
 
-    def submit(self, fn, spec, offset: int, extent: int, *args, **kwargs) -> Ticket:
-        """Start `fn(spec, window, *args, **kwargs)` on a worker; its slot stays taken until `result`."""
-        if self._executor is None:
-            raise RuntimeError("the oracle pool is closed")
+    def _slot(self) -> shared_memory.SharedMemory:
         if not self._free:
             slot = shared_memory.SharedMemory(create=True, size=self.slot_bytes)
             self._slots.append(slot)
             self._free.append(slot)
-        slot = self._free.pop()
-        future = self._executor.submit(_answer, fn, spec, int(offset), int(extent), args, kwargs, slot.name,
-                                       self.slot_bytes)
-        return Ticket(future, slot)
+        return self._free.pop()
 
-    def result(self, ticket: Ticket) -> np.ndarray:
-        """The images (a copy: the slot goes back to the pool); the oracle's own exception, raised here."""
+    def _submit(self, target, options: dict, seed: int, index: int, base: int):
+        if self._executor is None:
+            raise RuntimeError("the oracle pool is closed")
+        slot = self._slot()
+        return self._executor.submit(_prepare, target.name, options, seed, index, base, slot.name,
+                                     self.slot_bytes), slot
+
+    def _collect(self, future: Future, slot: shared_memory.SharedMemory):
+        """(case, trace, extra, images): the images copied out, the slot back in the pool; a worker's exception
+        raised here."""
         try:
-            answer = ticket.future.result()
+            case, trace, extra, answer = future.result()
             if answer[0] == "array":
-                return answer[1]
+                return case, trace, extra, answer[1]
             _, shape, dtype = answer
-            return np.ndarray(shape, np.dtype(dtype), buffer=ticket.slot.buf).copy()
+            return case, trace, extra, np.ndarray(shape, np.dtype(dtype), buffer=slot.buf).copy()
         finally:
-            self._free.append(ticket.slot)
+            self._free.append(slot)
+
+    def prepared_batches(self, target, options: dict, seed: int, batches, session) -> PreparedBatches:
+        """The campaign's `batches` ((batch, first, last) in order) with their cases prepared ahead."""
+        return PreparedBatches(self, target, options, seed, batches, session.pool_base())
 
     def close(self) -> None:
         executor, self._executor = self._executor, None
@@ -127,3 +133,50 @@ class OraclePool:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class PreparedBatches:
+    """Iterates (batch, first, last) like the campaign's own loop; `take()` gives the current batch's prepared
+    cases, [(case, trace, {"labels", "classes"}, images)], while the batches after it are being prepared (enough to
+    keep every worker busy)."""
+
+    def __init__(self, pool: OraclePool, target, options: dict, seed: int, batches, base: int):
+        self._pool, self._target, self._options, self._seed, self._base = pool, target, options, seed, base
+        self._batches = iter(batches)
+        self._ahead: collections.deque = collections.deque()
+        self._current: list | None = None
+        self._depth = max(2, -(-2 * pool.workers // max(1, target.cases_per_batch)))
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._ahead) < self._depth:
+            nxt = next(self._batches, None)
+            if nxt is None:
+                return
+            batch, first, last = nxt
+            jobs = [self._pool._submit(self._target, self._options, self._seed, i, self._base)
+                    for i in range(first, last)]
+            self._ahead.append((nxt, jobs))
+
+    def __iter__(self) -> PreparedBatches:
+        return self
+
+    def __next__(self) -> tuple[int, int, int]:
+        if not self._ahead:
+            raise StopIteration
+        head, self._current = self._ahead.popleft()
+        return head
+
+    def take(self) -> list:
+        assert self._current is not None  # __next__ gave a batch
+        jobs, self._current = self._current, None
+        out, error = [], None
+        for future, slot in jobs:  # every slot back, even after a worker's error
+            try:
+                out.append(self._pool._collect(future, slot))
+            except BaseException as exc:  # noqa: BLE001 (raised below, once every slot is free)
+                error = error or exc
+        if error is not None:
+            raise error
+        self._fill()
+        return out

@@ -101,7 +101,7 @@ class Session(Resource):
     lifecycle (runtime.driver.Resource): close() closes every owned handle, the last opened first, even if one fails
     (then raises the first error); a second close does nothing; a with-block closes."""
 
-    oracle_pool = None  # an OraclePool once start_oracle_pool ran: the session's oracle on other processes
+    oracle_pool = None  # an OraclePool once start_oracle_pool ran: its workers prepare the campaign's cases
 
     def __init__(self, options: dict, fake: bool = False):
         self.options, self.fake = options, fake
@@ -122,8 +122,9 @@ class Session(Resource):
         return [self.check_one(case) for case in cases]
 
     def start_oracle_pool(self, workers: int) -> None:
-        """Compute the oracle on `workers` processes (a target with `oracle_pool`); they rebuild the session's
-        pool of random bytes from options' data_seed and pool_bytes."""
+        """Prepare the campaign's cases (built, classed, answered by the oracle) on `workers` processes (a target
+        with `oracle_workers`); they rebuild the session's pool of random bytes from options' data_seed and
+        pool_bytes."""
         import time
 
         from .oracle_pool import OraclePool
@@ -144,7 +145,9 @@ class Target:
     cases_per_batch = 1
     needs_gpu = True
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
-    oracle_workers = False  # whether its session can compute the oracle on worker processes (--oracle-workers)
+    # whether workers can prepare its cases (--oracle-workers): then `expected(case, pool, base)` gives a case's
+    # oracle answer, its session's check(cases, wants) takes them and its pool_base() says where its pool sits
+    oracle_workers = False
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
     session_class: type[Session] | None = None
     coverage: CoverageModel | None = None
@@ -172,6 +175,10 @@ class Target:
                 session.close()
                 raise
         return session
+
+    def expected(self, case, pool, base: int):
+        """The oracle's answer for `case` in a pool of random bytes at `base` (a target with `oracle_workers`)."""
+        raise NotImplementedError(f"the {self.name} target's oracle runs in its session only")
 
     def labels(self, case) -> dict:
         return {}
