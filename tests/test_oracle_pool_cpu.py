@@ -16,10 +16,15 @@ from drvtma.fuzz.targets import get_target
 SEED = 5
 
 
-@pytest.mark.parametrize("slot_bytes", [8 << 20, 4096])  # 4 KiB: most answers come back through the pipe
-def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes):
-    """Cases prepared by two workers, through the shared slots or the pipe, are the cases, labels, coverage
-    classes and images the campaign's own process makes; close() frees every slot."""
+@pytest.mark.parametrize("slot_bytes, shm_free", [(8 << 20, None), (4096, None), (8 << 20, 0)])
+def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes, shm_free, monkeypatch):
+    """Cases prepared by two workers, through the shared slots or the pipe (a 4 KiB slot: most answers; /dev/shm
+    full: every one), are the cases, labels, coverage classes and images the campaign's own process makes; close()
+    frees every slot."""
+    import drvtma.fuzz.oracle_pool as pool_module
+
+    if shm_free is not None:
+        monkeypatch.setattr(pool_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=shm_free))
     target = get_target("loads")
     options = target.configure(data_seed=SEED, max_boxes=12)
     host = np.random.default_rng(SEED).integers(0, 256, options["pool_bytes"], dtype=np.uint8)
@@ -37,7 +42,7 @@ def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes)
                 assert extra == {"labels": target.labels(case), "classes": target.coverage.classes(case)}
                 assert np.array_equal(images, target.expected(case, host, base))
         names = [s.name for s in pool._slots]
-    assert seen == batches and names
+    assert seen == batches and (not names if shm_free == 0 else names)
     assert not [n for n in names if os.path.exists(f"/dev/shm/{n}")]  # unlinked at close
 
 

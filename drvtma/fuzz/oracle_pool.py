@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import multiprocessing
+import shutil
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing import shared_memory
 
@@ -41,7 +42,7 @@ def _ready(_: int) -> int:
     return os.getpid()
 
 
-def _prepare(target_name: str, options: dict, seed: int, index: int, base: int, slot: str, capacity: int):
+def _prepare(target_name: str, options: dict, seed: int, index: int, base: int, slot: str | None, capacity: int):
     """In a worker: case `index` of the campaign, its trace, its labels and coverage classes, and its expected
     images, into `slot` where they fit -> (case, trace, extra, ("slot", shape, dtype) or ("array", images))."""
     from .campaign import build_case
@@ -53,7 +54,7 @@ def _prepare(target_name: str, options: dict, seed: int, index: int, base: int, 
     extra = {"labels": target.labels(case),
              "classes": target.coverage.classes(case) if target.coverage is not None else None}
     images = target.expected(case, _pool, base)
-    if images.nbytes > capacity:
+    if slot is None or images.nbytes > capacity:
         return case, trace, extra, ("array", images)
     shm = _attached.get(slot)
     if shm is None:
@@ -88,8 +89,16 @@ class OraclePool:
             self.close()
             raise
 
-    def _slot(self) -> shared_memory.SharedMemory:
+    def _slot(self) -> shared_memory.SharedMemory | None:
+        """A free slot, a new one while shared memory has room for it twice over, else None (the pipe): a slot
+        is a sparse file until written, and a write past a full /dev/shm would kill the worker (SIGBUS)."""
         if not self._free:
+            try:
+                room = shutil.disk_usage("/dev/shm").free
+            except OSError:
+                room = 0
+            if room < 2 * self.slot_bytes:
+                return None
             slot = shared_memory.SharedMemory(create=True, size=self.slot_bytes)
             self._slots.append(slot)
             self._free.append(slot)
@@ -99,20 +108,22 @@ class OraclePool:
         if self._executor is None:
             raise RuntimeError("the oracle pool is closed")
         slot = self._slot()
-        return self._executor.submit(_prepare, target.name, options, seed, index, base, slot.name,
-                                     self.slot_bytes), slot
+        return self._executor.submit(_prepare, target.name, options, seed, index, base,
+                                     None if slot is None else slot.name, self.slot_bytes), slot
 
-    def _collect(self, future: Future, slot: shared_memory.SharedMemory):
+    def _collect(self, future: Future, slot: shared_memory.SharedMemory | None):
         """(case, trace, extra, images): the images copied out, the slot back in the pool; a worker's exception
         raised here."""
         try:
             case, trace, extra, answer = future.result()
             if answer[0] == "array":
                 return case, trace, extra, answer[1]
+            assert slot is not None  # a worker writes only into a slot it was given
             _, shape, dtype = answer
             return case, trace, extra, np.ndarray(shape, np.dtype(dtype), buffer=slot.buf).copy()
         finally:
-            self._free.append(slot)
+            if slot is not None:
+                self._free.append(slot)
 
     def prepared_batches(self, target, options: dict, seed: int, batches, session) -> PreparedBatches:
         """The campaign's `batches` ((batch, first, last) in order) with their cases prepared ahead."""
