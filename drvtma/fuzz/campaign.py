@@ -135,8 +135,9 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     session
         An open target session to reuse (else one is opened and closed).
     oracle_workers
-        Processes that compute the oracle beside this one (loads and im2col; 0: the oracle runs here). The same
-        cases and verdicts; only where the time goes changes.
+        Processes that build, class and answer the cases beside this one (loads and im2col; 0: all here). The same
+        cases and verdicts; only where the time goes changes. They are spawned and import your main script: start
+        the campaign under ``if __name__ == "__main__":``.
 
     Returns
     -------

@@ -15,6 +15,7 @@ import collections
 import multiprocessing
 import shutil
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import shared_memory
 
 import numpy as np
@@ -85,6 +86,11 @@ class OraclePool:
             initargs=(int(seed), int(nbytes)))
         try:  # every worker started and its pool drawn now, not inside the first batch's time
             list(self._executor.map(_ready, range(workers)))
+        except BrokenProcessPool:
+            self.close()
+            raise ArgumentError("oracle_workers", "oracle_workers", workers, "start the campaign under `if __name__ "
+                                "== '__main__':` in your script, or give 0", "the worker processes died starting: "
+                                "spawned processes import the main script, and yours started them again") from None
         except BaseException:
             self.close()
             raise
