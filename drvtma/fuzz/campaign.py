@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ArgumentError, as_int
 from . import shrink as shrinking
-from .choosers import RecordingChooser, case_seed
+from .choosers import build_case  # noqa: F401 (importable here too)
 from .coverage import Coverage, coverage_of
 from .targets import Failure, Outcome, Target  # Failure: importable here too
 
@@ -105,12 +105,6 @@ class Progress:
         self.update(result, force=True)
         if self.enabled and self.tty:
             self.stream.write("\n")
-
-
-def build_case(target: Target, options: dict, seed: int, index: int):
-    """Case `index` of the campaign with `seed`, and its recorded choices."""
-    ch = RecordingChooser(case_seed(seed, index))
-    return target.build(ch, options), ch.trace
 
 
 def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int | None = None,

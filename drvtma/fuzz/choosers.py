@@ -116,3 +116,9 @@ class ChooserGenerator:
 def case_seed(seed: int, index: int) -> np.random.SeedSequence:
     """The seed of case `index` of a campaign: independent streams, the same whichever shard draws it."""
     return np.random.SeedSequence([int(seed) & ((1 << 64) - 1), int(index)])
+
+
+def build_case(target, options: dict, seed: int, index: int):
+    """Case `index` of the campaign with `seed` (built by `target`), and its recorded choices."""
+    ch = RecordingChooser(case_seed(seed, index))
+    return target.build(ch, options), ch.trace

@@ -4,7 +4,7 @@ workers build each case, class it and compute the oracle's images of it, batches
 process only launches, waits for the GPU and compares.
 
 Each worker rebuilds the session's pool of random bytes from the same seed (nothing large crosses a pipe), builds
-case i from the campaign's seed and i as the campaign would (`campaign.build_case`), and writes the images into a
+case i from the campaign's seed and i as the campaign would (`choosers.build_case`), and writes the images into a
 shared-memory slot the campaign reads; an answer larger than a slot comes back through the pipe. Cases, labels,
 coverage classes and images are the in-process ones, byte for byte: the same functions on the same inputs.
 """
@@ -21,6 +21,7 @@ from multiprocessing import shared_memory
 import numpy as np
 
 from ..errors import ArgumentError, as_int
+from .choosers import build_case
 
 SLOT_BYTES = 8 << 20  # one case's images; larger ones come back through the pipe
 MAX_WORKERS = 64
@@ -43,14 +44,10 @@ def _ready(_: int) -> int:
     return os.getpid()
 
 
-def _prepare(target_name: str, options: dict, seed: int, index: int, base: int, slot: str | None, capacity: int):
+def _prepare(target, options: dict, seed: int, index: int, base: int, slot: str | None, capacity: int):
     """In a worker: case `index` of the campaign, its trace, its labels and coverage classes, and its expected
     images, into `slot` where they fit -> (case, trace, extra, ("slot", shape, dtype) or ("array", images))."""
-    from .campaign import build_case
-    from .targets import get_target
-
     assert _pool is not None  # _start_worker ran
-    target = get_target(target_name)
     case, trace = build_case(target, options, seed, index)
     extra = {"labels": target.labels(case),
              "classes": target.coverage.classes(case) if target.coverage is not None else None}
@@ -114,7 +111,7 @@ class OraclePool:
         if self._executor is None:
             raise RuntimeError("the oracle pool is closed")
         slot = self._slot()
-        return self._executor.submit(_prepare, target.name, options, seed, index, base,
+        return self._executor.submit(_prepare, target, options, seed, index, base,
                                      None if slot is None else slot.name, self.slot_bytes), slot
 
     def _collect(self, future: Future, slot: shared_memory.SharedMemory | None):
