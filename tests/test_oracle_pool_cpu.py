@@ -16,7 +16,8 @@ from drvtma.fuzz.targets import get_target
 SEED = 5
 
 
-@pytest.mark.parametrize("slot_bytes, shm_free", [(8 << 20, None), (4096, None), (8 << 20, 0)])
+@pytest.mark.parametrize("slot_bytes, shm_free", [(8 << 20, None), pytest.param(4096, None, marks=pytest.mark.slow),
+                                                  pytest.param(8 << 20, 0, marks=pytest.mark.slow)])
 def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes, shm_free, monkeypatch):
     """Cases prepared by two workers, through the shared slots or the pipe (a 4 KiB slot: most answers; /dev/shm
     full: every one), are the cases, labels, coverage classes and images the campaign's own process makes; close()
@@ -57,7 +58,7 @@ def test_a_workers_error_comes_back_as_itself_and_no_slot_is_lost():
         assert len(pool._free) == len(pool._slots) == 8
 
 
-@pytest.mark.parametrize("name", ["loads", "im2col"])
+@pytest.mark.parametrize("name", ["loads", pytest.param("im2col", marks=pytest.mark.slow)])
 def test_a_campaign_with_oracle_workers_is_the_same_campaign(name):
     target = get_target(name)
     options = target.configure()
