@@ -183,6 +183,21 @@ def test_buffers_and_modules_release_their_handles(ctx):
     mod.close()  # idempotent
 
 
+def test_a_download_into_pinned_memory_is_the_download(ctx):
+    """Pinned scratch (the fuzz sessions' downloads): the same bytes as an ordinary download, at any offset and type,
+    growing when a download is larger; closed twice without harm."""
+    from drvtma.runtime.host import PinnedScratch
+
+    data = np.random.default_rng().integers(0, 256, 3 << 20, dtype=np.uint8)
+    with DeviceBuffer.from_array(data) as buf, PinnedScratch(minimum=4096) as pinned:
+        small = buf.download(np.uint32, (2, 5), offset=64, into=pinned)
+        np.testing.assert_array_equal(small, data[64:104].view(np.uint32).reshape(2, 5))
+        whole = buf.download(np.uint8, (data.size,), into=pinned)
+        np.testing.assert_array_equal(whole, data)
+        assert whole.ctypes.data == pinned.array(np.uint8, (16,)).ctypes.data  # one pinned block, grown once
+    pinned.close()
+
+
 def test_static_shared_memory_counts_towards_the_48_kib_opt_in(core):
     """tma_box_and_bulk declares an mbarrier: 48 KiB of dynamic memory on top needs the opt-in attribute."""
     mod = Module.load("core_roundtrip.cu")  # a module of its own (a cache hit): its kernel has not opted in yet

@@ -202,8 +202,9 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
     assert step["cmd"][step["cmd"].index("--devices") + 1] == "0,0,0,0"
     pooled = {s["name"]: s["cmd"] for s in gpu_check.steps(False, workers=8, fuzz_shards=4) if "oracle" in s["name"]}
     assert set(pooled) == {"fuzz_loads_4_oracle_workers", "fuzz_im2col_4_oracle_workers",
+                           "fuzz_stores_4_oracle_workers", "fuzz_reductions_4_oracle_workers",
                            "fuzz_loads_2_shards_2_oracle_workers"}
-    assert [cmd[cmd.index("--oracle-workers") + 1] for cmd in pooled.values()] == ["4", "4", "2"]
+    assert [cmd[cmd.index("--oracle-workers") + 1] for cmd in pooled.values()] == ["4", "4", "4", "4", "2"]
     both = pooled["fuzz_loads_2_shards_2_oracle_workers"]
     assert both[both.index("--devices") + 1] == "0,0"
     assert not [n for n in gpu_check.steps(False, workers=8) if "shards" in n["name"] or "oracle" in n["name"]]

@@ -16,35 +16,42 @@ from drvtma.fuzz.targets import get_target
 SEED = 5
 
 
-@pytest.mark.parametrize("slot_bytes, shm_free", [(8 << 20, None), pytest.param(4096, None, marks=pytest.mark.slow),
-                                                  pytest.param(8 << 20, 0, marks=pytest.mark.slow)])
-def test_workers_prepare_the_campaigns_own_cases_and_free_every_slot(slot_bytes, shm_free, monkeypatch):
-    """Cases prepared by two workers, through the shared slots or the pipe (a 4 KiB slot: most answers; /dev/shm
-    full: every one), are the cases, labels, coverage classes and images the campaign's own process makes; close()
-    frees every slot."""
+@pytest.mark.parametrize("slot_bytes, room", [(32 << 20, "shm"), pytest.param(4096, "shm", marks=pytest.mark.slow),
+                                              pytest.param(32 << 20, "tmp", marks=pytest.mark.slow),
+                                              pytest.param(32 << 20, None, marks=pytest.mark.slow)])
+def test_workers_prepare_the_campaigns_own_cases_and_leave_no_file(slot_bytes, room, monkeypatch, tmp_path):
+    """Cases prepared by two workers, through the mapped slots, a batch's own file (a 4 KiB slot: every batch),
+    the temporary directory (/dev/shm full) or the pipe (no room anywhere), are the cases, labels, coverage classes
+    and images the campaign's own process makes; close() removes every file."""
     import drvtma.fuzz.oracle_pool as pool_module
 
-    if shm_free is not None:
-        monkeypatch.setattr(pool_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=shm_free))
+    real = pool_module.shutil.disk_usage
+    monkeypatch.setattr(pool_module.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(pool_module.shutil, "disk_usage", lambda path: SimpleNamespace(free=0) if (
+        room is None or (room == "tmp" and str(path) == "/dev/shm")) else real(path))
     target = get_target("loads")
     options = target.configure(data_seed=SEED, max_boxes=12)
     host = np.random.default_rng(SEED).integers(0, 256, options["pool_bytes"], dtype=np.uint8)
     base = 0x7F00_0000_0000
     batches = [(b, 8 * b, 8 * b + 8) for b in range(3)]
     with OraclePool(2, seed=SEED, nbytes=options["pool_bytes"], slot_bytes=slot_bytes) as pool:
+        assert pool.directory == {"shm": "/dev/shm", "tmp": str(tmp_path), None: None}[room]
         session = SimpleNamespace(pool_base=lambda: base)
         prepared = pool.prepared_batches(target, options, 3, iter(batches), session)
         seen = []
         for batch, first, last in prepared:
             seen.append((batch, first, last))
-            for i, (case, trace, extra, images) in zip(range(first, last), prepared.take()):
+            built, answer = prepared.take()
+            for i, (case, trace, extra), images in zip(range(first, last), built, answer):
                 want_case, want_trace = build_case(target, options, 3, i)
                 assert trace == want_trace and target.case_to_json(case) == target.case_to_json(want_case)
                 assert extra == {"labels": target.labels(case), "classes": target.coverage.classes(case)}
                 assert np.array_equal(images, target.expected(case, host, base))
-        names = [s.name for s in pool._slots]
-    assert seen == batches and (not names if shm_free == 0 else names)
-    assert not [n for n in names if os.path.exists(f"/dev/shm/{n}")]  # unlinked at close
+        paths = [s.path for s in pool._slots]
+        assert prepared.busy > 0 and prepared.capacity > prepared.busy / 2
+    assert seen == batches and (not paths if room is None else paths)
+    assert not [p for p in paths if os.path.exists(p)]
+    assert not list(tmp_path.iterdir()) and not [p for p in os.listdir("/dev/shm") if p.startswith("drvtma-oracle")]
 
 
 def test_a_workers_error_comes_back_as_itself_and_no_slot_is_lost():
@@ -55,7 +62,7 @@ def test_a_workers_error_comes_back_as_itself_and_no_slot_is_lost():
         next(prepared)
         with pytest.raises(ValueError, match="global_bytes holds"):
             prepared.take()
-        assert len(pool._free) == len(pool._slots) == 8
+        assert len(pool._free) == len(pool._slots) == 1
 
 
 @pytest.mark.parametrize("name", ["loads", pytest.param("im2col", marks=pytest.mark.slow)])
@@ -74,11 +81,11 @@ def test_oracle_workers_are_refused_where_the_oracle_cannot_move(capsys):
     from drvtma.cli.main import main
 
     with pytest.raises(ArgumentError, match="oracle_workers"):
-        get_target("stores").session(get_target("stores").configure(), oracle_workers=2)
+        get_target("encode").session(get_target("encode").configure(), oracle_workers=2)
     with pytest.raises(ArgumentError, match="oracle_workers"):
         OraclePool(0, seed=1, nbytes=16)
     assert main(["fuzz", "encode", "--oracle-workers", "2", "--examples", "4", "--no-db"]) == 2
-    assert "--oracle-workers: loads and im2col only" in capsys.readouterr().err
+    assert "--oracle-workers: loads, im2col, stores and reductions only" in capsys.readouterr().err
 
 
 def test_rule_errors_cross_a_process_boundary_whole():
@@ -93,3 +100,52 @@ def test_rule_errors_cross_a_process_boundary_whole():
                   MergeError("reports", "no report", "run the shards first")):
         again = pickle.loads(pickle.dumps(error))
         assert type(again) is type(error) and str(again) == str(error) and again.rule == error.rule
+
+
+def test_a_campaign_that_stops_early_leaves_no_file(tmp_path, monkeypatch):
+    """Batches prepared ahead and never taken (an error, a budget's end): their own files go at close()."""
+    import drvtma.fuzz.oracle_pool as pool_module
+
+    monkeypatch.setattr(pool_module, "slot_directory", lambda need: str(tmp_path))
+    target = get_target("loads")
+    options = target.configure(data_seed=SEED, max_boxes=12)
+    with OraclePool(2, seed=SEED, nbytes=options["pool_bytes"], slot_bytes=4096) as pool:
+        prepared = pool.prepared_batches(target, options, 3, iter([(b, 8 * b, 8 * b + 8) for b in range(4)]),
+                                         SimpleNamespace(pool_base=lambda: 0x7F00_0000_0000))
+        next(prepared)
+        assert len(prepared.take()[0]) == 8  # the other three batches are in flight or done, never taken
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name", ["stores", pytest.param("reductions", marks=pytest.mark.slow)])
+def test_a_stores_campaign_with_oracle_workers_is_the_same_campaign(name, monkeypatch):
+    """The workers' plans (data, poison, images, jobs, the oracle's buffer) are the session's own, byte for byte: a
+    stand-in GPU that writes the oracle's answer and breaks every fifth case gives the same verdicts either way."""
+    import drvtma.fuzz.stores as stores_module
+    from drvtma.tma.stores.probe import StoreBatchResult, store_oracle
+
+    def fake_gpu(plan, *, scratch=None, timing=None, laps=None, into=None):
+        if plan.expected is None:
+            store_oracle(plan)
+        got = plan.expected.copy()
+        for i, base in enumerate(plan.bases):
+            if (plan.cases[i].smem_offset + i) % 5 == 0:
+                got[base - 1] ^= 0x5A  # a stray write into the guard before the tensor
+        cases = [CaseResult(c, plan.bases[i], np.flatnonzero(plan.expected[lo:hi] != got[lo:hi]) + lo,
+                            plan.boxes[i]) for i, (c, (lo, hi)) in enumerate(zip(plan.cases, plan.regions))]
+        return StoreBatchResult(cases, plan.memory, plan.expected, got, {})
+
+    from drvtma.tma.stores.probe import CaseResult, plan_store_cases
+
+    monkeypatch.setattr(stores_module, "run_store_plan", fake_gpu)
+    monkeypatch.setattr(stores_module, "run_store_cases", lambda cases, rng, *, initial, sources, scratch, timing, into:
+                        fake_gpu(plan_store_cases(cases, rng, initial=initial, sources=sources)))
+    monkeypatch.setattr(stores_module.StoresSession, "_pinned", lambda self: None)  # no driver here
+    target = get_target(name)
+    options = target.configure()
+    alone = run_campaign(target, options, seed=3, examples=600, shrink=False)
+    pooled = run_campaign(target, options, seed=3, examples=600, shrink=False, oracle_workers=2)
+    assert alone.mismatches > 0 and [f.index for f in alone.failures] == [f.index for f in pooled.failures]
+    assert [f.outcome.differences for f in alone.failures] == [f.outcome.differences for f in pooled.failures]
+    assert (pooled.cases, pooled.size, pooled.by_label) == (alone.cases, alone.size, alone.by_label)
+    assert pooled.coverage.counts == alone.coverage.counts and "prepare" not in pooled.timing

@@ -444,9 +444,14 @@ class _FakeGpu:
                 raw = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
                 self.data[offset:offset + raw.size] = raw
 
-            def download(self, dtype=np.uint8, shape=None, offset=0):
+            def download(self, dtype=np.uint8, shape=None, offset=0, into=None):
                 n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-                return self.data[offset:offset + n].view(dtype).reshape(shape).copy()
+                got = self.data[offset:offset + n].view(dtype).reshape(shape)
+                if into is None:
+                    return got.copy()
+                out = into.array(dtype, shape)
+                out[...] = got
+                return out
 
             def close(self):
                 self.closed = True
@@ -484,6 +489,22 @@ class _FakeGpu:
         return mock.Mock(kernel=lambda name: mock.Mock(launch=launch))
 
 
+class _FakePinned:
+    """Host scratch as poisoned NumPy memory, reused like the pinned scratch (a view of one block)."""
+
+    def __init__(self):
+        self.block = np.full(1 << 10, 0xCD, np.uint8)
+
+    def array(self, dtype, shape):
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if n > self.block.size:
+            self.block = np.full(n, 0xCD, np.uint8)
+        return self.block[:n].view(dtype).reshape(shape)
+
+    def close(self):
+        pass
+
+
 @pytest.fixture
 def fake_gpu(monkeypatch):
     def install(**kw):
@@ -491,6 +512,7 @@ def fake_gpu(monkeypatch):
         monkeypatch.setattr(P.driver, "DeviceBuffer", gpu.Buffer)
         monkeypatch.setattr(P, "encode_tiled", gpu.encode)
         monkeypatch.setattr(P, "_probe_module", gpu.module)
+        monkeypatch.setattr("drvtma.runtime.host.PinnedScratch", _FakePinned)
         return gpu
     return install
 

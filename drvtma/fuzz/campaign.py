@@ -24,6 +24,9 @@ from .targets import Failure, Outcome, Target  # Failure: importable here too
 
 LABEL_ORDER = ("dtype", "rank", "swizzle", "fill")
 WORKERS_PHASE = "oracle workers (generate, classify, oracle)"  # --oracle-workers: the wait for their cases
+WORKERS_BUSY = "oracle workers' own time"  # not phases: the workers' seconds of work and of life, summed over
+WORKERS_CAPACITY = "oracle workers' capacity"  # the workers (their ratio: how busy they were)
+NOT_PHASES = ("setup", "image_bytes", WORKERS_BUSY, WORKERS_CAPACITY)
 
 
 @dataclass
@@ -129,7 +132,7 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     session
         An open target session to reuse (else one is opened and closed).
     oracle_workers
-        Processes that build, class and answer the cases beside this one (loads and im2col; 0: all here). The same
+        Processes that build, class and answer the cases beside this one (loads, im2col, stores, reductions; 0: all here). The same
         cases and verdicts; only where the time goes changes. They are spawned and import your main script: start
         the campaign under ``if __name__ == "__main__":``.
 
@@ -177,15 +180,15 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
         for batch, first, last in (batches() if prepared is None else prepared):
             t = time.perf_counter()
             if prepared is None:
-                built = [(*build_case(target, options, seed, i), None, None) for i in range(first, last)]
+                built = [(*build_case(target, options, seed, i), None) for i in range(first, last)]
                 timing["generate"] += time.perf_counter() - t
             else:  # built, classified and answered by the workers: here, the wait for them
-                built = prepared.take()
+                built, answer = prepared.take()
                 timing[WORKERS_PHASE] += time.perf_counter() - t
             cases = [case for case, *_ in built]
-            outcomes = session.check(cases) if prepared is None else session.check(cases, [w for *_, w in built])
+            outcomes = session.check(cases) if prepared is None else session.check(cases, answer)
             t = time.perf_counter()
-            for i, ((case, trace, extra, _), outcome) in enumerate(zip(built, outcomes)):
+            for i, ((case, trace, extra), outcome) in enumerate(zip(built, outcomes)):
                 result.add(target, case, outcome, **(extra or {}))
                 if not outcome.ok:
                     result.failures.append(Failure(first + i, case, trace, outcome, shard=k))
@@ -193,6 +196,9 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
             result.batches.append(batch)
             bar.update(result)
         result.seconds = time.perf_counter() - started
+        if prepared is not None:  # how busy the workers were while the campaign waited for them (bound_by)
+            timing[WORKERS_BUSY] += prepared.busy
+            timing[WORKERS_CAPACITY] += prepared.capacity
         bar.done(result)
         for key, value in getattr(session, "timing", {}).items():
             timing[key] += value
@@ -275,9 +281,14 @@ def merge_results(parts: list[CampaignResult], case_key=None) -> CampaignResult:
 
 def bound_by(timing: dict) -> str:
     """The part of the check that took the most time (what bounds the campaign's rate)."""
-    parts = {k: v for k, v in timing.items() if k not in ("setup", "image_bytes") and isinstance(v, (int, float))}
+    parts = {k: v for k, v in timing.items() if k not in NOT_PHASES and isinstance(v, (int, float))}
     if not parts:
         return "unknown"
     total = sum(parts.values())
     name, value = max(parts.items(), key=lambda kv: kv[1])
-    return f"{name} ({value / total * 100:.0f}% of the measured time)" if total > 0 else name
+    if total <= 0:
+        return name
+    busy = ""
+    if name == WORKERS_PHASE and timing.get(WORKERS_CAPACITY, 0) > 0:  # busy: more workers help; idle: the handoff
+        busy = f"; the workers busy {timing.get(WORKERS_BUSY, 0) / timing[WORKERS_CAPACITY] * 100:.0f}% of their time"
+    return f"{name} ({value / total * 100:.0f}% of the measured time{busy})"

@@ -83,10 +83,12 @@ class Im2colSession(Session):
         self.probe: Im2colProbe | None = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
+            from ..runtime.host import PinnedScratch
             from ..tma.im2col.probe import Im2colProbe
 
             self.device = self.own(DeviceBuffer.from_array(self.host))
             self.probe = self.own(Im2colProbe())
+            self.pinned = self.own(PinnedScratch())  # each case's images, downloaded at the bus's speed
 
     def check(self, cases, wants=None) -> list[Outcome]:
         """Each case in turn; `wants`: their images, computed already (by oracle workers)."""
@@ -115,7 +117,7 @@ class Im2colSession(Session):
         if want is None:
             want = oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes, **kw)
         t2 = clock()
-        got = want.copy() if pending is None else pending.wait()
+        got = want.copy() if pending is None else pending.wait(into=self.pinned)  # compared before the next
         t3 = clock()
         timing["encode+launch"] += t1 - t0
         timing["oracle"] += t2 - t1

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..runtime.driver import ScratchBuffers
 from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
-from ..tma.stores.probe import GUARD_BYTES, run_store_cases
+from ..tma.stores.probe import GUARD_BYTES, StorePlan, plan_store_cases, run_store_cases, run_store_plan, store_oracle
 from ..tma.tiled.rules import round_up
 from ..tma.tiled.spec import TensorMapSpec
 from .choosers import ChooserGenerator
@@ -42,6 +42,11 @@ class StoreFuzzCase:
         return initial, box
 
 
+def _batch_data(cases, data) -> tuple:
+    """run_store_cases' rng (the poison's: from the first case's data seed), initial tensors and boxes."""
+    return np.random.default_rng(cases[0].data_seed), [d[0] for d in data], [d[1] for d in data]
+
+
 class StoresSession(Session):
     """Every case of a batch in one launch (`run_store_cases`), in device buffers kept from batch to batch."""
 
@@ -49,16 +54,22 @@ class StoresSession(Session):
         super().__init__(options, fake)
         # a batch's four buffers allocated and freed each time: eight driver calls, the frees waiting for the device
         self.scratch = self.own(ScratchBuffers(minimum=1 << 16))
+        self.pinned = None  # the batch's buffer downloaded into pinned memory (opened with the first batch)
 
-    def check(self, cases) -> list[Outcome]:
+    def check(self, cases, plan: StorePlan | None = None) -> list[Outcome]:
+        """The batch in one launch; `plan`: its data, layout and oracle answer, made already (by oracle workers)."""
         t0 = time.perf_counter()
-        data = [c.data() for c in cases]
-        t1 = time.perf_counter()
-        result = run_store_cases([c.case for c in cases], np.random.default_rng(cases[0].data_seed),
-                                 initial=[d[0] for d in data], sources=[d[1] for d in data], scratch=self.scratch,
-                                 timing=self.timing)  # its parts: prepare, encode, upload+launch, oracle, ...
+        if plan is None:
+            data = [c.data() for c in cases]
+            t1 = time.perf_counter()
+            rng, initial, sources = _batch_data(cases, data)
+            result = run_store_cases([c.case for c in cases], rng, initial=initial, sources=sources,
+                                     scratch=self.scratch, timing=self.timing,
+                                     into=self._pinned())  # its parts: prepare, encode, ...
+            self.timing["data"] += t1 - t0
+        else:
+            result = run_store_plan(plan, scratch=self.scratch, timing=self.timing, into=self._pinned())
         t2 = time.perf_counter()
-        self.timing["data"] += t1 - t0
         outcomes = []
         for c in result.cases:
             if c.ok:
@@ -81,12 +92,21 @@ class StoresSession(Session):
         return outcomes
 
 
+    def _pinned(self):
+        if self.pinned is None:
+            from ..runtime.host import PinnedScratch
+
+            self.pinned = self.own(PinnedScratch())
+        return self.pinned
+
+
 class StoresTarget(Target):
     unit = "cases"
     cases_per_batch = 250
     version = 2  # 2: random_store_case draws the inner element stride and the L2 promotion
     fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
     session_class: type[Session] = StoresSession  # the kernel-* targets put their own Session here
+    oracle_workers = True  # (the kernel-* targets say False: your kernel's session makes its own data)
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description
@@ -114,6 +134,20 @@ class StoresTarget(Target):
             # ChooserGenerator answers the few Generator calls random_store_case makes (it is annotated Generator)
             case = random_store_case(cast(np.random.Generator, ChooserGenerator(ch)), ops=options["ops"])
         return StoreFuzzCase(case, ch.integer(0, (1 << 32) - 1))
+
+    def expected_batch(self, cases: list, pool, base: int) -> tuple[list, object]:
+        """On an oracle worker: the batch's plan (data, layout, shared-memory images, jobs) and the oracle's answer,
+        as the session would make them."""
+        rng, initial, sources = _batch_data(cases, [c.data() for c in cases])
+        plan = store_oracle(plan_store_cases([c.case for c in cases], rng, initial=initial, sources=sources))
+        arrays = [plan.memory, plan.images, plan.jobs, plan.expected, *plan.boxes]
+        return arrays, (plan.regions, plan.bases, plan.max_image, plan.written)
+
+    def answer(self, cases: list, arrays: list, rest) -> StorePlan:
+        regions, bases, max_image, written = rest
+        memory, images, jobs, expected, *boxes = arrays
+        return StorePlan([c.case for c in cases], regions, bases, boxes, memory, images, jobs, max_image, expected,
+                         written)
 
     def labels(self, c: StoreFuzzCase) -> dict:
         labels = spec_labels(c.case.spec)

@@ -121,17 +121,21 @@ class Session(Resource):
     def check(self, cases) -> list[Outcome]:
         return [self.check_one(case) for case in cases]
 
+    def pool_base(self) -> int:
+        """Where the session's pool of random bytes sits on the device (an oracle worker's answers use it)."""
+        return 0
+
     def start_oracle_pool(self, workers: int) -> None:
         """Prepare the campaign's cases (built, classed, answered by the oracle) on `workers` processes (a target
-        with `oracle_workers`); they rebuild the session's pool of random bytes from options' data_seed and
-        pool_bytes."""
+        with `oracle_workers`); they rebuild the session's pool of random bytes, if it has one, from options'
+        data_seed and pool_bytes."""
         import time
 
         from .oracle_pool import OraclePool
 
         t = time.perf_counter()
-        self.oracle_pool = self.own(OraclePool(workers, seed=self.options["data_seed"],
-                                               nbytes=self.options["pool_bytes"]))
+        self.oracle_pool = self.own(OraclePool(workers, seed=self.options.get("data_seed", 0),
+                                               nbytes=self.options.get("pool_bytes", 0)))
         self.timing["setup"] += time.perf_counter() - t
 
     def check_one(self, case) -> Outcome:
@@ -145,8 +149,9 @@ class Target:
     cases_per_batch = 1
     needs_gpu = True
     fake_device = True  # whether session(fake=True) can stand the oracle in for the GPU
-    # whether workers can prepare its cases (--oracle-workers): then `expected(case, pool, base)` gives a case's
-    # oracle answer, its session's check(cases, wants) takes them and its pool_base() says where its pool sits
+    # whether workers can prepare its cases (--oracle-workers): then `expected_batch` gives a batch's oracle answer
+    # on a worker, `answer` turns it into what its session's check(cases, answer) takes, and the session's
+    # pool_base() says where its pool of random bytes sits
     oracle_workers = False
     version = 1  # bump when `build` changes, so stored hypothesis examples of the old builder are not mixed in
     session_class: type[Session] | None = None
@@ -166,7 +171,7 @@ class Target:
         if oracle_workers and not self.oracle_workers:
             raise ArgumentError("oracle_workers", "oracle_workers", oracle_workers,
                                 f"give 0: the {self.name} target's oracle runs in its own process",
-                                "loads and im2col compute their oracle on worker processes")
+                                "loads, im2col, stores and reductions compute their oracle on worker processes")
         session = self.session_class(options, fake)
         if oracle_workers:
             try:
@@ -179,6 +184,15 @@ class Target:
     def expected(self, case, pool, base: int):
         """The oracle's answer for `case` in a pool of random bytes at `base` (a target with `oracle_workers`)."""
         raise NotImplementedError(f"the {self.name} target's oracle runs in its session only")
+
+    def expected_batch(self, cases: list, pool, base: int) -> tuple[list, object]:
+        """On an oracle worker, a batch's answer: (arrays, which reach the campaign through shared files, and the
+        rest, which is pickled); by default each case's `expected`."""
+        return [self.expected(case, pool, base) for case in cases], None
+
+    def answer(self, cases: list, arrays: list, rest):
+        """What the session's check(cases, answer) takes, from `expected_batch`'s parts: by default the arrays."""
+        return arrays
 
     def labels(self, case) -> dict:
         return {}

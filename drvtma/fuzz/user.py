@@ -328,6 +328,7 @@ class KernelStoresTarget(StoresTarget):
     cases_per_batch = 16
     fake_device = True  # the user's kernel runs either way
     session_class = KernelStoresSession
+    oracle_workers = False  # your kernel's session makes its own data
 
     def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma", signatures: int = 0,
                   signature_seed: int = 0) -> dict:

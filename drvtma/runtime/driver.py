@@ -337,11 +337,13 @@ class DeviceBuffer(Resource):
         self._check_range(offset, arr.nbytes, "upload")
         call(cu.cuMemcpyHtoD, self.ptr + offset, arr.ctypes.data, arr.nbytes)
 
-    def download(self, dtype=np.uint8, shape=None, offset: int = 0) -> np.ndarray:
+    def download(self, dtype=np.uint8, shape=None, offset: int = 0, *, into=None) -> np.ndarray:
+        """The bytes at `offset` as `shape` of `dtype` (synchronous); `into`: a host scratch whose
+        array(dtype, shape) receives them (runtime.host.PinnedScratch: one DMA, no staging copy)."""
         dtype = np.dtype(dtype)
         if shape is None:
             shape = ((self.nbytes - offset) // dtype.itemsize,)
-        out = np.empty(shape, dtype=dtype)
+        out = np.empty(shape, dtype=dtype) if into is None else into.array(dtype, shape)
         self._check_range(offset, out.nbytes, "download")
         call(cu.cuMemcpyDtoH, out.ctypes.data, self.ptr + offset, out.nbytes)
         return out

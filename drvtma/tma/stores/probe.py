@@ -72,22 +72,41 @@ def _probe_module():
     return load_module("tma/store_probe.cu")
 
 
-def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True,
-                    initial=None, sources=None, scratch: driver.ScratchBuffers | None = None,
-                    timing: dict | None = None) -> StoreBatchResult:
-    """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
-    buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
-    box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process). `scratch`: device
-    buffers kept from batch to batch (a fuzz session's), else the batch allocates and frees its own. The oracle
-    runs while the GPU does. `timing` (a fuzz session's): seconds added per part, under STORE_PHASES' names."""
-    spent: dict[str, float] = dict.fromkeys(STORE_PHASES, 0.0)
-    last = [time.perf_counter()]
+@dataclass
+class StorePlan:
+    """A batch's host side, all of it made before the GPU runs (`plan_store_cases`), so another process can make
+    it: the buffer with every tensor in its poisoned region, the shared-memory images and jobs the probe reads, and
+    (`store_oracle`) the buffer the oracle says the GPU leaves."""
 
-    def lap(phase: str) -> None:  # the time since the last lap goes to `phase`
+    cases: list[StoreCase]
+    regions: list[tuple[int, int]]  # [guard][tensor][guard] of each case, bytes into `memory`
+    bases: list[int]  # each tensor's first byte
+    boxes: list[np.ndarray]  # what each case stores (loaded_counts shape)
+    memory: np.ndarray  # the buffer as uploaded
+    images: np.ndarray  # every case's shared-memory image, one after the other
+    jobs: np.ndarray  # STORE_JOB_DTYPE, one per case
+    max_image: int
+    expected: np.ndarray | None = None  # store_oracle's answer
+    written: list[int] | None = None  # elements each case writes (the oracle's count)
+
+
+class _Laps:
+    """Seconds per phase: lap(phase) gives the time since the last lap to `phase`."""
+
+    def __init__(self):
+        self.spent: dict[str, float] = dict.fromkeys(STORE_PHASES, 0.0)
+        self._last = time.perf_counter()
+
+    def __call__(self, phase: str) -> None:
         now = time.perf_counter()
-        spent[phase] += now - last[0]
-        last[0] = now
+        self.spent[phase] += now - self._last
+        self._last = now
 
+
+def plan_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True, initial=None,
+                     sources=None) -> StorePlan:
+    """The host side of a batch (`run_store_cases`' arguments): checks, layout, data, poison, shared-memory images,
+    jobs."""
     rng = rng if rng is not None else np.random.default_rng()
     cases = list(cases)
     if check:
@@ -140,10 +159,42 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
         jobs["op"] = [OP_CODES[c.op] for c in cases]
         jobs["coords"] = [c.spec.tma_coordinates(c.coords) + (0,) * (5 - c.spec.rank) for c in cases]
     image_blob = np.concatenate(images) if images else np.zeros(16, np.uint8)
-    max_image = max((c.spec.smem_bytes for c in cases), default=16)
+    return StorePlan(cases, regions, bases, boxes, memory, image_blob, jobs,
+                     max((c.spec.smem_bytes for c in cases), default=16))
+
+
+def store_oracle(plan: StorePlan) -> StorePlan:
+    """`plan` with the oracle's answer: the buffer after every case's store, and the elements each wrote."""
+    plan.expected = plan.memory.copy()
+    plan.written = [apply_store(plan.expected, plan.bases[i], c.spec, c.coords, plan.boxes[i], c.op).count
+                    if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(plan.cases)]
+    return plan
+
+
+def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: bool = True,
+                    initial=None, sources=None, scratch: driver.ScratchBuffers | None = None,
+                    timing: dict | None = None, into=None) -> StoreBatchResult:
+    """Run every case in one launch (one CTA each, its own tensor, maps in global memory) and compare the whole
+    buffer, guards included, with the oracle. `initial[i]` / `sources[i]` override the random tensor contents /
+    box of case i. `check=False` skips drvtma's refusals (for fault tests in a child process). `scratch`: device
+    buffers kept from batch to batch (a fuzz session's), else the batch allocates and frees its own. The oracle
+    runs while the GPU does. `timing` (a fuzz session's): seconds added per part, under STORE_PHASES' names; `into`:
+    as run_store_plan's."""
+    laps = _Laps()
+    plan = plan_store_cases(cases, rng, check=check, initial=initial, sources=sources)
+    laps("prepare")
+    return run_store_plan(plan, scratch=scratch, timing=timing, laps=laps, into=into)
+
+
+def run_store_plan(plan: StorePlan, *, scratch: driver.ScratchBuffers | None = None, timing: dict | None = None,
+                   laps: _Laps | None = None, into=None) -> StoreBatchResult:
+    """The GPU side of `run_store_cases` for a plan made already (by an oracle worker, its oracle answered too:
+    else the oracle runs here while the launch does). `into`: a host scratch the buffer is downloaded into
+    (runtime.host.PinnedScratch: the result's `got` is then valid until its next use)."""
+    laps = laps if laps is not None else _Laps()
+    cases, bases = plan.cases, plan.bases
     kernel = _probe_module().kernel("store_probe")
     maps = np.zeros((max(len(cases), 1), 128), np.uint8)
-    lap("prepare")  # checks, layout, data, poison, shared-memory images, jobs
     with contextlib.ExitStack() as owned:
         def buffer(name: str, array: np.ndarray) -> driver.DeviceBuffer:
             """A device buffer holding `array` from its start: the scratch's (reused), else the batch's own."""
@@ -152,36 +203,36 @@ def run_store_cases(cases, rng: np.random.Generator | None = None, *, check: boo
             buf.upload(np.ascontiguousarray(array))
             return buf
 
-        gmem = buffer("memory", memory)
-        lap("upload+launch")
+        gmem = buffer("memory", plan.memory)
+        laps("upload+launch")
         for i, case in enumerate(cases):
             # validate=False: check_case validated every case above (or the caller asked for no checks)
             tmap = encode_tiled(case.spec, gmem.ptr + bases[i], validate=False)
             maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
-        lap("encode")
-        maps_buf, jobs_buf, img_buf = buffer("maps", maps), buffer("jobs", jobs), buffer("images", image_blob)
+        laps("encode")
+        maps_buf, jobs_buf, img_buf = buffer("maps", maps), buffer("jobs", plan.jobs), buffer("images", plan.images)
         kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
-                      shared_mem=max_image + _SMEM_SLACK)
-        lap("upload+launch")
-        # the oracle while the launch runs (it is asynchronous; the download below waits for it)
-        expected = memory.copy()
-        written = [apply_store(expected, bases[i], c.spec, c.coords, boxes[i], c.op).count
-                   if min(c.coords, default=0) >= 0 else 0 for i, c in enumerate(cases)]
-        lap("oracle")
-        got = gmem.download(np.uint8, (memory.size,))  # a synchronous copy: it waits for the launch
-        lap("device wait+download")
+                      shared_mem=plan.max_image + _SMEM_SLACK)
+        laps("upload+launch")
+        if plan.expected is None:  # the oracle while the launch runs (the download below waits for it)
+            store_oracle(plan)
+            laps("oracle")
+        got = gmem.download(np.uint8, (plan.memory.size,), into=into)  # synchronous: it waits for the launch
+        laps("device wait+download")
+    expected, written = plan.expected, plan.written
+    assert expected is not None and written is not None  # store_oracle ran, here or in the plan's maker
     results = []
     for i, case in enumerate(cases):
-        lo, hi = regions[i]
+        lo, hi = plan.regions[i]
         diff = np.flatnonzero(expected[lo:hi] != got[lo:hi]) + lo
-        results.append(CaseResult(case, bases[i], diff, boxes[i]))
+        results.append(CaseResult(case, bases[i], diff, plan.boxes[i]))
     counts = {"cases": len(cases), "stores": sum(c.op == STORE for c in cases),
               "reductions": sum(c.op != STORE for c in cases), "elements_written": int(sum(written))}
-    lap("compare")
+    laps("compare")
     if timing is not None:
-        for phase, seconds in spent.items():
+        for phase, seconds in laps.spent.items():
             timing[phase] += seconds
-    return StoreBatchResult(results, memory, expected, got, counts)
+    return StoreBatchResult(results, plan.memory, expected, got, counts)
 
 
 def run_bulk_stores(jobs_spec, rng: np.random.Generator | None = None):

@@ -129,9 +129,10 @@ class PendingImages:
     def __init__(self, probe: ImageProbe, images_buf, shape: tuple[int, int]):
         self._probe, self._buf, self._shape = probe, images_buf, shape
 
-    def wait(self) -> np.ndarray:
-        """Download the images (a synchronous copy: it waits for the launch) and check the probe's status."""
-        out = self._buf.download(np.uint8, self._shape)
+    def wait(self, into=None) -> np.ndarray:
+        """Download the images (a synchronous copy: it waits for the launch) and check the probe's status; `into`:
+        a host scratch to download into (runtime.host.PinnedScratch; the images are then valid until its next use)."""
+        out = self._buf.download(np.uint8, self._shape, into=into)
         self._probe.status.check(self._probe.KERNEL)
         return out
 
