@@ -149,3 +149,21 @@ def test_a_stores_campaign_with_oracle_workers_is_the_same_campaign(name, monkey
     assert [f.outcome.differences for f in alone.failures] == [f.outcome.differences for f in pooled.failures]
     assert (pooled.cases, pooled.size, pooled.by_label) == (alone.cases, alone.size, alone.by_label)
     assert pooled.coverage.counts == alone.coverage.counts and "prepare" not in pooled.timing
+
+
+def test_a_campaign_whose_time_is_up_checks_no_batch_prepared_ahead(tmp_path, monkeypatch):
+    """Batches are prepared well ahead; once the campaign's time is up the next one is not handed out (a `--seconds`
+    budget ends where the campaign's own loop would end it), and their files still go at close()."""
+    import drvtma.fuzz.oracle_pool as pool_module
+
+    monkeypatch.setattr(pool_module, "slot_directory", lambda need: str(tmp_path))
+    target = get_target("loads")
+    options = target.configure(data_seed=SEED, max_boxes=12)
+    taken = []
+    with OraclePool(2, seed=SEED, nbytes=options["pool_bytes"], slot_bytes=4096) as pool:
+        prepared = pool.prepared_batches(target, options, 3, iter([(b, 8 * b, 8 * b + 8) for b in range(6)]),
+                                         SimpleNamespace(pool_base=lambda: 0), expired=lambda: len(taken) >= 2)
+        for batch, _, _ in prepared:
+            prepared.take()
+            taken.append(batch)
+    assert taken == [0, 1] and not list(tmp_path.iterdir())

@@ -166,17 +166,21 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
         started = time.perf_counter()
         per = target.cases_per_batch
 
+        def expired() -> bool:
+            return seconds is not None and time.perf_counter() - started >= seconds
+
         def batches():  # (batch, first, last) of this shard while the budget lasts
             batch = k
             while not (examples is not None and batch * per >= examples):
-                if seconds is not None and time.perf_counter() - started >= seconds:
+                if expired():
                     return
                 first = batch * per
                 yield batch, first, first + per if examples is None else min(first + per, examples)
                 batch += n
 
         pool = getattr(session, "oracle_pool", None)
-        prepared = pool.prepared_batches(target, options, seed, batches(), session) if pool is not None else None
+        prepared = (pool.prepared_batches(target, options, seed, batches(), session, expired) if pool is not None
+                    else None)
         for batch, first, last in (batches() if prepared is None else prepared):
             t = time.perf_counter()
             if prepared is None:

@@ -220,9 +220,10 @@ class OraclePool:
         return built, [np.ndarray(shape, dtype, buffer=buffer, offset=offset)
                        for (shape, dtype), offset in zip(layout, offsets)], rest
 
-    def prepared_batches(self, target, options: dict, seed: int, batches, session) -> PreparedBatches:
-        """The campaign's `batches` ((batch, first, last) in order) with their cases prepared ahead."""
-        return PreparedBatches(self, target, options, seed, batches, session.pool_base())
+    def prepared_batches(self, target, options: dict, seed: int, batches, session, expired=None) -> PreparedBatches:
+        """The campaign's `batches` ((batch, first, last) in order) with their cases prepared ahead; `expired()`
+        true: the campaign's time is up, and the batches prepared ahead are dropped, not checked."""
+        return PreparedBatches(self, target, options, seed, batches, session.pool_base(), expired)
 
     def close(self) -> None:
         executor, self._executor = self._executor, None
@@ -256,8 +257,9 @@ class PreparedBatches:
     them: valid until the next take().
     `busy` and `capacity`: the workers' seconds of work and of life while the batches were taken."""
 
-    def __init__(self, pool: OraclePool, target, options: dict, seed: int, batches, base: int):
+    def __init__(self, pool: OraclePool, target, options: dict, seed: int, batches, base: int, expired=None):
         self._pool, self._target, self._options, self._seed, self._base = pool, target, options, seed, base
+        self._expired = expired
         self._batches = iter(batches)
         self._ahead: collections.deque = collections.deque()
         self._current: tuple | None = None
@@ -286,6 +288,8 @@ class PreparedBatches:
         return self
 
     def __next__(self) -> tuple[int, int, int]:
+        if self._ahead and self._expired is not None and self._expired():
+            self._ahead.clear()  # prepared for a campaign whose time is up (close() removes their own files)
         if not self._ahead:
             self._release()
             raise StopIteration
