@@ -8,7 +8,11 @@ im2col, the memory after the store or reduction for stores). A change that slows
 GPU run: a fuzz campaign checks no faster than its oracle answers unless the oracle runs beside the GPU.
 
 Prints a table and one figure line per target, {"bench": "oracle", "target": T, "per_second": ..., "unit": ...}.
-Usage: python3 scripts/bench_oracle.py [--cases N] [--targets loads,stores]
+With `--workers N`, also the pace of the oracle workers (`drvtma fuzz --oracle-workers N`: `fuzz.oracle_pool`) on
+the same cases, handed over batch by batch as a campaign takes them, and how busy the workers were:
+{"bench": "oracle_workers", "target": T, "workers": N, "per_second": ..., "busy": ...}. Below N times the one-core
+rate with the workers busy: the host's cores are the limit; with them idle, the hand-over is.
+Usage: python3 scripts/bench_oracle.py [--cases N] [--targets loads,stores] [--workers N]
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from drvtma.fuzz.campaign import build_case  # noqa: E402  (after the source root is on the path)
+from drvtma.fuzz.oracle_pool import OraclePool  # noqa: E402
 from drvtma.fuzz.standard import standard  # noqa: E402
 from drvtma.fuzz.targets import get_target  # noqa: E402
 from drvtma.runtime.figures import record_figure, table_text  # noqa: E402
@@ -102,15 +107,39 @@ def bench(name: str, count: int) -> dict:
             "per_second": round(size / total, 1) if total else math.inf, "cores": 1}
 
 
+def bench_workers(name: str, count: int, workers: int) -> dict:
+    """The first `count` cases of the standard campaign, prepared by `workers` oracle workers and taken batch by
+    batch, as a campaign with `--oracle-workers` takes them (the campaign's own checks left out)."""
+    target = get_target(name)
+    std = standard(name)
+    options = target.configure()
+    count, per = min(count, std.examples), target.cases_per_batch
+    batches = [(b, first, min(first + per, count)) for b, first in enumerate(range(0, count, per))]
+    with OraclePool(workers, seed=options.get("data_seed", 0), nbytes=options.get("pool_bytes", 0)) as pool:
+        session = type("NoDevice", (), {"pool_base": staticmethod(lambda: FAKE_BASE)})()
+        t = time.perf_counter()
+        prepared = pool.prepared_batches(target, options, std.seed, iter(batches), session)
+        size = 0
+        for _ in prepared:
+            built, _answer = prepared.take()
+            size += sum(target.size(case) for case, *_ in built)
+        seconds = time.perf_counter() - t
+        busy = prepared.busy / prepared.capacity if prepared.capacity else 0.0
+    return {"bench": "oracle_workers", "target": name, "cases": count, "size": size, "unit": target.unit,
+            "workers": workers, "seconds": round(seconds, 3), "per_second": round(size / seconds, 1),
+            "busy": round(busy, 3), "slots": pool.directory or "pipe"}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", type=int, default=300, help="cases per target (the standard campaign's first ones)")
     p.add_argument("--targets", default=",".join(TARGETS), help=f"comma-separated, of {', '.join(TARGETS)}")
+    p.add_argument("--workers", type=int, default=0, help="also time N oracle workers on the same cases (0: not)")
     args = p.parse_args(argv)
     names = [n for n in args.targets.split(",") if n]
     unknown = [n for n in names if n not in TARGETS]
-    if unknown or not names or args.cases < 1:
-        p.error(f"--targets takes {', '.join(TARGETS)} (got {args.targets!r}); --cases at least 1")
+    if unknown or not names or args.cases < 1 or not 0 <= args.workers <= 64:
+        p.error(f"--targets takes {', '.join(TARGETS)} (got {args.targets!r}); --cases at least 1; --workers 0..64")
     rows = []
     for name in names:
         fig = bench(name, args.cases)
@@ -120,6 +149,14 @@ def main(argv=None) -> int:
                      f"{fig['per_second']:,.0f}"))
     print(table_text(["target", "cases", "size", "generate s", "data s", "oracle s", "oracle /s (1 core)",
                       "generate+data+oracle /s"], rows))
+    if args.workers:
+        rows = []
+        for name in names:
+            fig = bench_workers(name, args.cases, args.workers)
+            record_figure(fig)
+            rows.append((name, fig["workers"], f"{fig['size']:,} {fig['unit']}", f"{fig['per_second']:,.0f}",
+                         f"{fig['busy']:.0%}", fig["slots"]))
+        print(table_text(["target", "workers", "size", "prepared /s", "workers busy", "answers through"], rows))
     return 0
 
 

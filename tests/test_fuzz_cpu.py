@@ -495,12 +495,16 @@ def test_the_oracle_bench_times_every_target_on_the_cpu(tmp_path):
     import subprocess
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "bench_oracle.py"
-    run = subprocess.run([sys.executable, str(script), "--cases", "4"], capture_output=True, text=True,
-                         env=child_env(), timeout=120)
+    run = subprocess.run([sys.executable, str(script), "--cases", "20", "--workers", "1"], capture_output=True,
+                         text=True, env=child_env(), timeout=180)
     assert run.returncode == 0, run.stderr
     figures = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    assert [f["target"] for f in figures] == ["loads", "im2col", "stores", "reductions"]
-    assert all(f["cases"] == 4 and f["size"] >= 4 and f["oracle_per_second"] > 0 for f in figures)
+    alone = [f for f in figures if f["bench"] == "oracle"]
+    pooled = {f["target"]: f for f in figures if f["bench"] == "oracle_workers"}
+    assert [f["target"] for f in alone] == ["loads", "im2col", "stores", "reductions"] == list(pooled)
+    assert all(f["cases"] == 20 and f["size"] >= 20 and f["oracle_per_second"] > 0 for f in alone)
+    # the workers prepared the same cases: the same boxes, loads or cases
+    assert all(pooled[f["target"]]["size"] == f["size"] and 0 < pooled[f["target"]]["busy"] <= 1 for f in alone)
     bad = subprocess.run([sys.executable, str(script), "--targets", "encode"], capture_output=True, text=True,
                          env=child_env(), timeout=60)
     assert bad.returncode == 2 and "--targets" in bad.stderr and "Traceback" not in bad.stderr

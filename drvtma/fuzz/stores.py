@@ -91,8 +91,8 @@ class StoresSession(Session):
         self.timing["compare"] += time.perf_counter() - t2  # the outcomes, after the batch's own compare
         return outcomes
 
-
     def _pinned(self):
+        """The session's pinned host scratch, opened with its first batch."""
         if self.pinned is None:
             from ..runtime.host import PinnedScratch
 
