@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from drvtma.errors import ArgumentError, TensorMapError
 from drvtma.fuzz.campaign import WORKERS_PHASE, build_case, run_campaign
+from drvtma.fuzz.loads import LoadsTarget
 from drvtma.fuzz.oracle_pool import OraclePool
 from drvtma.fuzz.targets import get_target
 
@@ -77,6 +79,28 @@ def test_a_campaign_with_oracle_workers_is_the_same_campaign(name):
     assert pooled.by_label == alone.by_label and pooled.coverage.counts == alone.coverage.counts
     # the workers' start is set-up; the batches' wait for them is their own part
     assert pooled.timing[WORKERS_PHASE] > 0 and pooled.timing["setup"] > 0 and "generate" not in pooled.timing
+
+
+class SlowOracleLoads(LoadsTarget):
+    """The loads target with an oracle that takes 0.1 s more a batch (importable: spawned workers unpickle it)."""
+
+    def expected_batch(self, cases, pool, base):
+        time.sleep(0.1)
+        return super().expected_batch(cases, pool, base)
+
+
+def test_bound_by_names_the_workers_when_they_are_slower_and_says_how_busy_they_were():
+    """Workers slower than the campaign's own process: the wait for them is the largest part, and bound_by says the
+    workers were busy nearly all their time (more workers would help)."""
+    from drvtma.fuzz.campaign import bound_by
+
+    target = SlowOracleLoads()
+    result = run_campaign(target, target.configure(), seed=2, examples=48, fake=True, shrink=False,
+                          oracle_workers=1)
+    text = bound_by(result.timing)
+    assert text.startswith(WORKERS_PHASE), text
+    busy = int(text.split("the workers busy ")[1].split("%")[0])
+    assert busy >= 50, text
 
 
 def test_oracle_workers_are_refused_where_the_oracle_cannot_move(capsys):

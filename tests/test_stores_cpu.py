@@ -428,8 +428,9 @@ class _FakeGpu:
     store_probe "kernel" that does what each job says: read the box from the uploaded image at the job's offset,
     store it where the job's map points."""
 
-    def __init__(self, skip_case: int | None = None):
+    def __init__(self, skip_case: int | None = None, stray: tuple = ()):
         self.buffers, self.allocations, self.maps, self.skip_case = {}, 0, [], skip_case
+        self.stray = stray  # offsets into the batch's buffer the "kernel" also flips: stray writes
         gpu = self
 
         class Buffer:
@@ -485,6 +486,10 @@ class _FakeGpu:
                 op = next(name for name, code in P.OP_CODES.items() if code == job["op"])
                 memory = next(b for b in gpu.buffers.values() if b.ptr <= address < b.ptr + b.nbytes)
                 S.apply_store(memory.data, address - memory.ptr, spec, coords, box, op)
+            if gpu.stray:
+                _, address = gpu.maps[-n]  # case 0's tensor: the batch's buffer is the one around it
+                memory = next(b for b in gpu.buffers.values() if b.ptr <= address < b.ptr + b.nbytes)
+                memory.data[list(gpu.stray)] ^= 0xFF
 
         return mock.Mock(kernel=lambda name: mock.Mock(launch=launch))
 
@@ -542,6 +547,16 @@ def test_a_case_the_gpu_leaves_undone_is_caught_in_scratch_buffers_too(fake_gpu)
     with P.driver.ScratchBuffers() as scratch:
         result = P.run_store_cases(cases, rng, scratch=scratch)
     assert [c.case for c in result.failures] == [cases[undone]]
+
+
+def test_each_case_owns_exactly_the_stray_bytes_of_its_own_region(fake_gpu):
+    """The batch's buffer is compared in one pass, then split by region: a stray write on the first and on the last
+    byte of every region (both guards) is reported by the case that owns it, and by no other."""
+    cases = [S.random_store_case(np.random.default_rng(6), ops=[S.STORE]) for _ in range(5)]
+    regions = P.plan_store_cases(cases, np.random.default_rng(7)).regions
+    fake_gpu(stray=tuple(o for lo, hi in regions for o in (lo, hi - 1)))
+    result = P.run_store_cases(cases, np.random.default_rng(7))
+    assert [c.mismatched_bytes.tolist() for c in result.cases] == [[lo, hi - 1] for lo, hi in regions]
 
 
 def test_an_initial_tensor_longer_than_the_tensor_is_refused_by_name(fake_gpu):
