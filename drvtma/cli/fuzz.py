@@ -119,8 +119,8 @@ def _parser() -> Parser:
                    "kernel's)")
     p.add_argument("--oracle-workers", type=int_at_least(0, high=MAX_ORACLE_WORKERS), default=0, metavar="N",
                    help="loads, im2col, stores, reductions: N more processes build the cases, class them and "
-                   "compute the oracle's answers, batches ahead, while this one launches and compares (default 0: all here); the same "
-                   "cases and verdicts")
+                   "compute the oracle's answers, batches ahead, while this one launches and compares (default 0: "
+                   "all here); the same cases and verdicts")
     return p
 
 
