@@ -121,10 +121,6 @@ class LoadsSession(Session):
             self.pinned = self.own(PinnedScratch())  # each case's images, downloaded at the bus's speed
         self.timing["setup"] += time.perf_counter() - t
 
-    def check(self, cases, wants=None) -> list[Outcome]:
-        """Each case in turn; `wants`: their images, computed already (by oracle workers)."""
-        return [self.check_one(case, want) for case, want in zip(cases, wants or [None] * len(cases))]
-
     def pool_base(self) -> int:
         """Where the session's pool of random bytes starts (cases sit `offset` bytes in)."""
         return self.device.ptr if self.device is not None else ADDRESS_BASE

@@ -118,8 +118,11 @@ class Session(Resource):
         self._handles.clear()  # closed now: a second close has nothing left
         return handles
 
-    def check(self, cases) -> list[Outcome]:
-        return [self.check_one(case) for case in cases]
+    def check(self, cases, answer=None) -> list[Outcome]:
+        """Each case in turn; `answer`: one oracle answer per case, made already (by oracle workers)."""
+        if answer is None:
+            return [self.check_one(case) for case in cases]
+        return [self.check_one(case, want) for case, want in zip(cases, answer)]
 
     def pool_base(self) -> int:
         """Where the session's pool of random bytes sits on the device (an oracle worker's answers use it)."""
@@ -138,7 +141,8 @@ class Session(Resource):
                                                nbytes=self.options.get("pool_bytes", 0)))
         self.timing["setup"] += time.perf_counter() - t
 
-    def check_one(self, case) -> Outcome:
+    def check_one(self, case, want=None) -> Outcome:
+        """One case: launch, the oracle's answer (`want`: given by a worker), compare."""
         raise NotImplementedError
 
 

@@ -124,7 +124,7 @@ class KernelLoadsSession(Session):
         self.run = K.load_kernel(options["kernel"])
         self.signatures = _CompileSignatures(options)
 
-    def check(self, cases) -> list[Outcome]:
+    def check(self, cases, answer=None) -> list[Outcome]:  # (no oracle workers: answer is never given)
         if not K.is_batched(self.run):
             return [self.check_one(case) for case in cases]
         t0 = time.perf_counter()
@@ -136,7 +136,7 @@ class KernelLoadsSession(Session):
                                            time.perf_counter() - t1})
         return [self._compare(c, m, r) for c, m, r in zip(cases, memories, results)]
 
-    def check_one(self, case: KernelLoadCase) -> Outcome:
+    def check_one(self, case: KernelLoadCase, want=None) -> Outcome:
         if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
             return self.check([case])[0]
         t0 = time.perf_counter()
@@ -279,7 +279,7 @@ class KernelStoresSession(Session):
         return memory, want, K.StoreCall(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64),
                                          box.copy(), op)
 
-    def check(self, cases) -> list[Outcome]:
+    def check(self, cases, answer=None) -> list[Outcome]:  # (no oracle workers: answer is never given)
         if not K.is_batched(self.run):
             return [self.check_one(case) for case in cases]
         prepared = [self._prepare(c) for c in cases]
@@ -288,7 +288,7 @@ class KernelStoresSession(Session):
         _add_times(self, **{self.signatures.kernel_part(c.case.spec for c in cases): time.perf_counter() - t})
         return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, prepared, results)]
 
-    def check_one(self, c: StoreFuzzCase) -> Outcome:
+    def check_one(self, c: StoreFuzzCase, want=None) -> Outcome:
         if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
             return self.check([c])[0]
         memory, want, call = self._prepare(c)
