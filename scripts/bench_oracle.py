@@ -22,6 +22,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def bench_workers(name: str, count: int, workers: int) -> dict:
     count, per = min(count, std.examples), target.cases_per_batch
     batches = [(b, first, min(first + per, count)) for b, first in enumerate(range(0, count, per))]
     with OraclePool(workers, seed=options.get("data_seed", 0), nbytes=options.get("pool_bytes", 0)) as pool:
-        session = type("NoDevice", (), {"pool_base": staticmethod(lambda: FAKE_BASE)})()
+        session = SimpleNamespace(pool_base=lambda: FAKE_BASE)  # no device: the maps' fake address
         t = time.perf_counter()
         prepared = pool.prepared_batches(target, options, std.seed, iter(batches), session)
         size = 0

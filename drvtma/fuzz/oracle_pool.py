@@ -7,7 +7,7 @@ Each worker rebuilds the session's pool of random bytes from the same seed (noth
 case i from the campaign's seed and i as the campaign would (`choosers.build_case`), and writes a whole batch's
 images into a slot: a file of a shared directory (/dev/shm where it has room, else the temporary directory) that the
 campaign keeps mapped, so the images reach it without a copy and without the pipe (whose reader thread in the
-campaign's process moved 150 MB/s on a test machine: the images of 3,000 boxes a second). A batch larger than its
+campaign's process moved 150 MB/s on a test machine: the images of about 13,000 boxes a second). A batch larger than its
 slot gets a file of its own; only where no directory has room do the images come back through the pipe. Cases,
 labels, coverage classes and images are the in-process ones, byte for byte: the same functions on the same inputs.
 """

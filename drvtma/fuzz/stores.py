@@ -54,7 +54,9 @@ class StoresSession(Session):
         super().__init__(options, fake)
         # a batch's four buffers allocated and freed each time: eight driver calls, the frees waiting for the device
         self.scratch = self.own(ScratchBuffers(minimum=1 << 16))
-        self.pinned = None  # the batch's buffer downloaded into pinned memory (opened with the first batch)
+        from ..runtime.host import PinnedScratch  # (at construction: a CPU test stands a fake in for it)
+
+        self.pinned = self.own(PinnedScratch())  # the batch's buffer, downloaded at the bus's speed
 
     def check(self, cases, plan: StorePlan | None = None) -> list[Outcome]:
         """The batch in one launch; `plan`: its data, layout and oracle answer, made already (by oracle workers)."""
@@ -65,10 +67,10 @@ class StoresSession(Session):
             rng, initial, sources = _batch_data(cases, data)
             result = run_store_cases([c.case for c in cases], rng, initial=initial, sources=sources,
                                      scratch=self.scratch, timing=self.timing,
-                                     into=self._pinned())  # its parts: prepare, encode, ...
+                                     into=self.pinned)  # its parts: prepare, encode, ...
             self.timing["data"] += t1 - t0
         else:
-            result = run_store_plan(plan, scratch=self.scratch, timing=self.timing, into=self._pinned())
+            result = run_store_plan(plan, scratch=self.scratch, timing=self.timing, into=self.pinned)
         t2 = time.perf_counter()
         outcomes = []
         for c in result.cases:
@@ -90,14 +92,6 @@ class StoresSession(Session):
                 f"{GUARD_BYTES} guard bytes on each side) for {c.case.describe()}"))
         self.timing["compare"] += time.perf_counter() - t2  # the outcomes, after the batch's own compare
         return outcomes
-
-    def _pinned(self):
-        """The session's pinned host scratch, opened with its first batch."""
-        if self.pinned is None:
-            from ..runtime.host import PinnedScratch
-
-            self.pinned = self.own(PinnedScratch())
-        return self.pinned
 
 
 class StoresTarget(Target):
