@@ -13,6 +13,8 @@ import hashlib
 import json
 import time
 from pathlib import Path
+from random import Random
+from unittest import SkipTest
 
 from .. import settings
 from ..compat import hypothesis_choices_to_bytes
@@ -111,15 +113,20 @@ class _Checker:
         return not self.answers[key].ok
 
 
-def _find(target, options, checker: _Checker, database, key: bytes, phases, max_examples: int = 1000):
+def _find(target, options, checker: _Checker, database, key: bytes, phases, seed: bytes, max_examples: int = 1000):
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis.errors import NoSuchExample, Unsatisfiable
 
     config = settings(database=database, phases=[getattr(Phase, p) for p in phases], max_examples=max_examples,
                       deadline=None, suppress_health_check=list(HealthCheck))
+    # A search is seeded by what is shrunk (not by the options, which name paths): hypothesis' own random otherwise
+    # carries over from whatever ran before in this process, and the same failure would shrink to another case
+    # alone and in a test suite. A replay is not seeded (hypothesis reads no database for a seeded test): it starts
+    # from the failure's recorded choices.
+    random = Random(int.from_bytes(hashlib.sha256(seed).digest()[:8], "little")) if "generate" in phases else None
     try:
-        return find(case_strategy(target, options), checker.fails, settings=config, database_key=key)
-    except (NoSuchExample, Unsatisfiable):
+        return find(case_strategy(target, options), checker.fails, settings=config, database_key=key, random=random)
+    except (NoSuchExample, Unsatisfiable, SkipTest):  # SkipTest: hypothesis ran no case at all
         return None
     except _OutOfTime:
         return checker.last_failing
@@ -133,16 +140,17 @@ def shrink_failure(target, options: dict, session, failure, database=None, *, se
     checker = _Checker(target, session, started + seconds)
     work = InMemoryExampleDatabase()  # this failure only: the persistent database may hold other, smaller ones
     key = database_key(target, options)
+    seed = f"{target.name} {checker.key(failure.case)}".encode()
     encode = hypothesis_choices_to_bytes()
     minimal, method = None, "none"
     if encode is not None:
         # Hypothesis takes examples under its primary key as shrunk already and replays them only; the secondary
         # corpus ("failed once") is replayed and then shrunk.
         work.save(key + b".secondary", encode(target.focus(failure.trace, failure.case, failure.outcome)))
-        minimal = _find(target, options, checker, work, key, ("reuse", "shrink"))
+        minimal = _find(target, options, checker, work, key, ("reuse", "shrink"), seed)
         method = "hypothesis: replay and shrink"
     if minimal is None:  # the choices did not replay (another hypothesis version): let hypothesis search
-        minimal = _find(target, options, checker, work, key, ("generate", "shrink"), max_examples=300)
+        minimal = _find(target, options, checker, work, key, ("generate", "shrink"), seed, max_examples=300)
         method = "hypothesis: search and shrink"
     if minimal is None:
         failure.shrunk_case, failure.shrunk_outcome = failure.case, failure.outcome
@@ -171,7 +179,7 @@ def replay_known(target, options: dict, session, database, *, seconds: float = 3
         checker = _Checker(target, session, time.perf_counter() + seconds)
         work = InMemoryExampleDatabase()
         work.save(key, value)
-        case = _find(target, options, checker, work, key, ("reuse", "shrink"))
+        case = _find(target, options, checker, work, key, ("reuse", "shrink"), value)
         if case is None:
             database.delete(key, value)
             continue
