@@ -3,8 +3,11 @@ each function answers for the installed version, so the rooms never test version
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
+import random
+from typing import Any
 
 
 def strided_view_maker(protocol: str):
@@ -49,6 +52,27 @@ def hypothesis_choices_to_bytes():
     except ImportError:
         return None
     return choices_to_bytes
+
+
+@contextlib.contextmanager
+def hypothesis_random_seeded(seed: int):
+    """hypothesis' own random (the one a `find` without `random=` draws from) seeded for the block, then put back: a
+    find that replays examples from a database cannot take `random=` (a seeded test reads no database), and
+    otherwise shrinks as whatever ran before in the process left that random. The attribute is private: hypothesis
+    6.80 keeps it in hypothesis.core, later ones in hypothesis.core.threadlocal; elsewhere the block runs unseeded."""
+    import hypothesis.core as core
+
+    holder: Any = getattr(core, "threadlocal", core)
+    name = "_hypothesis_global_random"
+    if not hasattr(holder, name):
+        yield
+        return
+    before = getattr(holder, name)
+    setattr(holder, name, random.Random(seed))
+    try:
+        yield
+    finally:
+        setattr(holder, name, before)
 
 
 def hypothesis_profile_name() -> str | None:

@@ -72,8 +72,7 @@ def test_a_planted_bug_is_found_shrunk_and_replayed(bug, direction, small, tmp_p
 
 @pytest.mark.parametrize("replay", [True, False], ids=["replay-and-shrink", "search-and-shrink"])
 def test_a_failure_shrinks_to_the_same_case_whatever_ran_before(replay, monkeypatch):
-    # hypothesis' own random carries over within a process; the shrunk case must not depend on it (a search is
-    # seeded by the failure; a replay starts from its recorded choices)
+    # hypothesis' own random carries over within a process; the shrink (its case and its steps) must not depend on it
     from hypothesis import find, strategies as st
 
     import drvtma.fuzz.shrink as shrink
@@ -86,7 +85,7 @@ def test_a_failure_shrinks_to_the_same_case_whatever_ran_before(replay, monkeypa
             find(st.lists(st.integers()), lambda x: sum(x) > 10**6)
         result, _ = fuzz_kernel(B.no_swizzle, examples=48, seed=4, check=False)
         failure = result.failures[0]
-        shrunk.append(KERNEL_LOADS.case_to_json(failure.shrunk_case))
+        shrunk.append((KERNEL_LOADS.case_to_json(failure.shrunk_case), failure.shrink["calls"]))
     assert result.mismatches and shrunk[0] == shrunk[1]
 
 

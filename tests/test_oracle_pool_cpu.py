@@ -111,7 +111,7 @@ def test_oracle_workers_are_refused_where_the_oracle_cannot_move(capsys):
     with pytest.raises(ArgumentError, match="oracle_workers"):
         OraclePool(0, seed=1, nbytes=16)
     assert main(["fuzz", "encode", "--oracle-workers", "2", "--examples", "4", "--no-db"]) == 2
-    assert "--oracle-workers: loads, im2col, stores and reductions only" in capsys.readouterr().err
+    assert "--oracle-workers: loads, im2col, stores, reductions and your kernel's only" in capsys.readouterr().err
 
 
 def test_rule_errors_cross_a_process_boundary_whole():
@@ -192,3 +192,26 @@ def test_a_campaign_whose_time_is_up_checks_no_batch_prepared_ahead(tmp_path, mo
             prepared.take()
             taken.append(batch)
     assert taken == [0, 1] and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("bug, direction", [("off_by_one", "loads"), ("off_by_one_batched", "loads"),
+                                            ("store_skips_last_chunk", "stores"),
+                                            pytest.param("store_skips_last_chunk_batched", "reductions",
+                                                         marks=pytest.mark.slow)])
+def test_your_kernels_campaign_with_oracle_workers_is_the_same_campaign(bug, direction):
+    """Your kernel runs here; the workers draw the cases and make their data and the oracle's answers: the same
+    verdicts, differences, counts and coverage, and neither data nor oracle timed in this process."""
+    from drvtma.fuzz.user import fuzz_kernel
+
+    from support import byo_kernels
+
+    run = getattr(byo_kernels, bug)
+    alone, _ = fuzz_kernel(run, direction=direction, examples=96, seed=2, shrink=False, check=False)
+    pooled, _ = fuzz_kernel(run, direction=direction, examples=96, seed=2, shrink=False, check=False,
+                            oracle_workers=2)
+    assert alone.mismatches > 0 and [f.index for f in alone.failures] == [f.index for f in pooled.failures]
+    assert [f.outcome.differences for f in alone.failures] == [f.outcome.differences for f in pooled.failures]
+    assert (pooled.cases, pooled.size, pooled.by_label) == (alone.cases, alone.size, alone.by_label)
+    assert pooled.coverage.counts == alone.coverage.counts
+    assert {"data", "oracle", "generate"} <= set(alone.timing) and not {"data", "oracle", "generate"} & set(
+        pooled.timing) and pooled.timing[WORKERS_PHASE] > 0

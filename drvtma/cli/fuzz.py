@@ -118,9 +118,9 @@ def _parser() -> Parser:
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")
     p.add_argument("--oracle-workers", type=int_at_least(0, high=MAX_ORACLE_WORKERS), default=0, metavar="N",
-                   help="loads, im2col, stores, reductions: N more processes build the cases, class them and "
-                   "compute the oracle's answers, batches ahead, while this one launches and compares (default 0: "
-                   "all here); the same cases and verdicts")
+                   help="loads, im2col, stores, reductions (also with --kernel): N more processes build the "
+                   "cases, class them and compute the oracle's answers, batches ahead, while this one launches (or "
+                   "calls your kernel) and compares (default 0: all here); the same cases and verdicts")
     return p
 
 
@@ -205,7 +205,7 @@ def fuzz_command(argv: list[str]) -> int:
         parser.error(f"--spec: {exc}")
     db_path = None if args.no_db else (args.db or str(local_db_path()))
     if args.oracle_workers and not target.oracle_workers:
-        parser.error(f"--oracle-workers: loads, im2col, stores and reductions only (the {target.name} target's "
+        parser.error(f"--oracle-workers: loads, im2col, stores, reductions and your kernel's only (the {target.name} target's "
                      "oracle runs in its own process)")
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
                     shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds,

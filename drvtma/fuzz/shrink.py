@@ -13,11 +13,10 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from random import Random
 from unittest import SkipTest
 
 from .. import settings
-from ..compat import hypothesis_choices_to_bytes
+from ..compat import hypothesis_choices_to_bytes, hypothesis_random_seeded
 from ..errors import ArgumentError
 from .choosers import HypothesisChooser
 from .targets import Failure, Outcome
@@ -119,13 +118,13 @@ def _find(target, options, checker: _Checker, database, key: bytes, phases, seed
 
     config = settings(database=database, phases=[getattr(Phase, p) for p in phases], max_examples=max_examples,
                       deadline=None, suppress_health_check=list(HealthCheck))
-    # A search is seeded by what is shrunk (not by the options, which name paths): hypothesis' own random otherwise
-    # carries over from whatever ran before in this process, and the same failure would shrink to another case
-    # alone and in a test suite. A replay is not seeded (hypothesis reads no database for a seeded test): it starts
-    # from the failure's recorded choices.
-    random = Random(int.from_bytes(hashlib.sha256(seed).digest()[:8], "little")) if "generate" in phases else None
+    # Seeded by what is shrunk (not by the options, which name paths): hypothesis' own random otherwise carries over
+    # from whatever ran before in this process, and the same failure would shrink to another case alone and in a
+    # test suite. Not through find's `random`: a seeded test neither reads nor writes the example database.
+    number = int.from_bytes(hashlib.sha256(seed).digest()[:8], "little")
     try:
-        return find(case_strategy(target, options), checker.fails, settings=config, database_key=key, random=random)
+        with hypothesis_random_seeded(number):
+            return find(case_strategy(target, options), checker.fails, settings=config, database_key=key)
     except (NoSuchExample, Unsatisfiable, SkipTest):  # SkipTest: hypothesis ran no case at all
         return None
     except _OutOfTime:

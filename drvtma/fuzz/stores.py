@@ -100,7 +100,7 @@ class StoresTarget(Target):
     version = 2  # 2: random_store_case draws the inner element stride and the L2 promotion
     fake_device = False  # no oracle-only session: `drvtma fuzz stores --fake-device` is refused up front
     session_class: type[Session] = StoresSession  # the kernel-* targets put their own Session here
-    oracle_workers = True  # (the kernel-* targets say False: your kernel's session makes its own data)
+    oracle_workers = True  # (the kernel-* targets answer with their own data: drvtma.fuzz.user)
 
     def __init__(self, name: str, ops: list[str], description: str):
         self.name, self.ops, self.description = name, ops, description

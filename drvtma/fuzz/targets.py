@@ -175,7 +175,8 @@ class Target:
         if oracle_workers and not self.oracle_workers:
             raise ArgumentError("oracle_workers", "oracle_workers", oracle_workers,
                                 f"give 0: the {self.name} target's oracle runs in its own process",
-                                "loads, im2col, stores and reductions compute their oracle on worker processes")
+                                "loads, im2col, stores, reductions and your kernel's (--kernel) compute their oracle "
+                                "on worker processes")
         session = self.session_class(options, fake)
         if oracle_workers:
             try:

@@ -15,7 +15,7 @@ import importlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -118,44 +118,51 @@ class _CompileSignatures:
         return "first_call" if new else "kernel"
 
 
+def _load_answer(case: KernelLoadCase, session: Session | None = None) -> tuple:
+    """(the case's memory, the oracle's boxes): made by an oracle worker or, timed, by the session."""
+    t0 = time.perf_counter()
+    memory = K.load_memory(case.spec, case.data_seed)
+    t1 = time.perf_counter()
+    want = K.expected_boxes(case.spec, memory, case.coords)
+    if session is not None:
+        _add_times(session, data=t1 - t0, oracle=time.perf_counter() - t1)
+    return memory, want
+
+
 class KernelLoadsSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
         self.signatures = _CompileSignatures(options)
 
-    def check(self, cases, answer=None) -> list[Outcome]:  # (no oracle workers: answer is never given)
-        if not K.is_batched(self.run):
-            return [self.check_one(case) for case in cases]
-        t0 = time.perf_counter()
-        memories = [K.load_memory(case.spec, case.data_seed) for case in cases]
-        t1 = time.perf_counter()
-        results = K.batch_results(self.run([K.LoadCall(m.copy(), K.GUARD_BYTES, c.spec, c.coords.copy())
-                                            for m, c in zip(memories, cases)]), len(cases))
-        _add_times(self, data=t1 - t0, **{self.signatures.kernel_part(c.spec for c in cases):
-                                           time.perf_counter() - t1})
-        return [self._compare(c, m, r) for c, m, r in zip(cases, memories, results)]
+    def check(self, cases, answer=None) -> list[Outcome]:
+        """`answer`: each case's (memory, oracle's boxes), made by oracle workers (else here)."""
+        answers = answer if answer is not None else [_load_answer(case, self) for case in cases]
+        calls = [K.LoadCall(memory.copy(), K.GUARD_BYTES, c.spec, c.coords.copy()) for c, (memory, _) in
+                 zip(cases, answers)]
+        t = time.perf_counter()
+        if K.is_batched(self.run):
+            results = K.batch_results(self.run(calls), len(cases))
+            _add_times(self, **{self.signatures.kernel_part(c.spec for c in cases): time.perf_counter() - t})
+        else:
+            results = []
+            for c, call in zip(cases, calls):
+                results.append(self.run(*call))
+                _add_times(self, **{self.signatures.kernel_part([c.spec]): time.perf_counter() - t})
+                t = time.perf_counter()
+        return [self._compare(c, want, r) for c, (_, want), r in zip(cases, answers, results)]
 
     def check_one(self, case: KernelLoadCase, want=None) -> Outcome:
-        if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
-            return self.check([case])[0]
-        t0 = time.perf_counter()
-        memory = K.load_memory(case.spec, case.data_seed)
-        t1 = time.perf_counter()
-        result = self.run(memory.copy(), K.GUARD_BYTES, case.spec, case.coords.copy())
-        _add_times(self, data=t1 - t0, **{self.signatures.kernel_part([case.spec]): time.perf_counter() - t1})
-        return self._compare(case, memory, result)
+        return self.check([case], None if want is None else [want])[0]
 
-    def _compare(self, case: KernelLoadCase, memory: np.ndarray, result) -> Outcome:
+    def _compare(self, case: KernelLoadCase, want: np.ndarray, result) -> Outcome:
         """The kernel's `result` for `case` against the oracle (the result's check counts as the kernel's time)."""
         n = len(case.coords)
         t1 = time.perf_counter()
         got = K.load_result_boxes(result, case.spec, n)
         t2 = time.perf_counter()
-        want = K.expected_boxes(case.spec, memory, case.coords)
-        t3 = time.perf_counter()
         bad = np.flatnonzero((got.reshape(n, -1) != want.reshape(n, -1)).any(axis=1)).tolist()
-        _add_times(self, kernel=t2 - t1, oracle=t3 - t2, compare=time.perf_counter() - t3)
+        _add_times(self, kernel=t2 - t1, compare=time.perf_counter() - t2)
         if not bad:
             return Outcome(True)
         first = bad[0]
@@ -207,6 +214,13 @@ class KernelLoadsTarget(Target):
     session_class = KernelLoadsSession
     coverage = KernelLoadsCoverage()
     focus = LoadsTarget.focus  # only the boxes that differed, before shrinking
+    oracle_workers = True  # the data and the oracle's boxes; your kernel runs in the campaign's process
+
+    def expected_batch(self, cases: list, pool, base: int) -> tuple[list, object]:
+        return [a for case in cases for a in _load_answer(case)], None
+
+    def answer(self, cases: list, arrays: list, rest) -> list:
+        return list(zip(arrays[0::2], arrays[1::2]))
 
     def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma", signatures: int = 0,
                   signature_seed: int = 0, max_boxes: int = MAX_BOXES) -> dict:
@@ -260,42 +274,45 @@ class KernelLoadsTarget(Target):
 
 # ---------------------------------------------------------------------------------------------- stores
 
+def _store_answer(c: StoreFuzzCase, session: Session | None = None) -> tuple:
+    """(the case's memory, what the oracle says memory holds after the store, the box): made by an oracle worker
+    or, timed, by the session."""
+    t0 = time.perf_counter()
+    initial, box = c.data()
+    memory = K.store_memory(initial, c.data_seed)
+    t1 = time.perf_counter()
+    want = memory.copy()
+    apply_store(want, K.GUARD_BYTES, c.case.spec, c.case.coords, box, c.case.op)
+    if session is not None:
+        _add_times(session, data=t1 - t0, oracle=time.perf_counter() - t1)
+    return memory, want, box
+
+
 class KernelStoresSession(Session):
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
         self.run = K.load_kernel(options["kernel"])
         self.signatures = _CompileSignatures(options)
 
-    def _prepare(self, c: StoreFuzzCase) -> tuple:
-        """(the case's memory, what the oracle says memory holds after it, the kernel's call)."""
-        spec, op = c.case.spec, c.case.op
-        t0 = time.perf_counter()
-        initial, box = c.data()
-        memory = K.store_memory(initial, c.data_seed)
-        t1 = time.perf_counter()
-        want = memory.copy()
-        apply_store(want, K.GUARD_BYTES, spec, c.case.coords, box, op)
-        _add_times(self, data=t1 - t0, oracle=time.perf_counter() - t1)
-        return memory, want, K.StoreCall(memory.copy(), K.GUARD_BYTES, spec, np.array(c.case.coords, dtype=np.int64),
-                                         box.copy(), op)
-
-    def check(self, cases, answer=None) -> list[Outcome]:  # (no oracle workers: answer is never given)
-        if not K.is_batched(self.run):
-            return [self.check_one(case) for case in cases]
-        prepared = [self._prepare(c) for c in cases]
+    def check(self, cases, answer=None) -> list[Outcome]:
+        """`answer`: each case's (memory, oracle's memory, box), made by oracle workers (else here)."""
+        answers = answer if answer is not None else [_store_answer(c, self) for c in cases]
+        calls = [K.StoreCall(memory.copy(), K.GUARD_BYTES, c.case.spec, np.array(c.case.coords, dtype=np.int64),
+                             box.copy(), c.case.op) for c, (memory, _, box) in zip(cases, answers)]
         t = time.perf_counter()
-        results = K.batch_results(self.run([call for _, _, call in prepared]), len(cases))
-        _add_times(self, **{self.signatures.kernel_part(c.case.spec for c in cases): time.perf_counter() - t})
-        return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, prepared, results)]
+        if K.is_batched(self.run):
+            results = K.batch_results(self.run(calls), len(cases))
+            _add_times(self, **{self.signatures.kernel_part(c.case.spec for c in cases): time.perf_counter() - t})
+        else:
+            results = []
+            for c, call in zip(cases, calls):
+                results.append(self.run(*call))
+                _add_times(self, **{self.signatures.kernel_part([c.case.spec]): time.perf_counter() - t})
+                t = time.perf_counter()
+        return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, answers, results)]
 
     def check_one(self, c: StoreFuzzCase, want=None) -> Outcome:
-        if K.is_batched(self.run):  # a replay or a shrink step: a batch of one
-            return self.check([c])[0]
-        memory, want, call = self._prepare(c)
-        t = time.perf_counter()
-        result = self.run(*call)
-        _add_times(self, **{self.signatures.kernel_part([c.case.spec]): time.perf_counter() - t})
-        return self._compare(c, memory, want, result)
+        return self.check([c], None if want is None else [want])[0]
 
     def _compare(self, c: StoreFuzzCase, memory: np.ndarray, want: np.ndarray, result) -> Outcome:
         spec, op = c.case.spec, c.case.op
@@ -328,7 +345,13 @@ class KernelStoresTarget(StoresTarget):
     cases_per_batch = 16
     fake_device = True  # the user's kernel runs either way
     session_class = KernelStoresSession
-    oracle_workers = False  # your kernel's session makes its own data
+    oracle_workers = True  # the data and the oracle's memory; your kernel runs in the campaign's process
+
+    def expected_batch(self, cases: list, pool, base: int) -> tuple[list, object]:
+        return [a for c in cases for a in _store_answer(c)], None
+
+    def answer(self, cases: list, arrays: list, rest) -> Any:  # (memory, want, box) a case, not a StorePlan
+        return list(zip(arrays[0::3], arrays[1::3], arrays[2::3]))
 
     def configure(self, spec=None, *, kernel: str = "", strategy: str = "drvtma", signatures: int = 0,
                   signature_seed: int = 0) -> dict:
@@ -364,7 +387,7 @@ class KernelMismatch(DrvtmaError, AssertionError):
 
 def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int = 0, strategy: str = "drvtma",
                 spec: TensorMapSpec | None = None, out=None, shrink: bool = True, max_shrinks: int = 1,
-                shrink_seconds: float = 60.0, check: bool = True, signatures: int = 0):
+                shrink_seconds: float = 60.0, check: bool = True, signatures: int = 0, oracle_workers: int = 0):
     """Fuzz your kernel against drvtma's oracle.
 
     Parameters
@@ -384,6 +407,9 @@ def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int
     signatures : int
         With strategy "triton": draw element type, block and padding from that many (chosen by `seed`), so that
         many Triton compiles serve the campaign (0: every case draws its own).
+    oracle_workers : int
+        That many more processes draw the cases, make their data and the oracle's answers, batches ahead, while
+        this one calls your kernel and compares (0: all here; the same cases and verdicts).
 
     Returns
     -------
@@ -406,7 +432,7 @@ def fuzz_kernel(run, *, direction: str = "loads", examples: int = 200, seed: int
     options = target.configure(spec, kernel=K.kernel_reference(run), strategy=strategy, signatures=signatures,
                                signature_seed=seed)
     result = run_campaign(target, options, seed=seed, examples=examples, shrink=shrink, max_shrinks=max_shrinks,
-                          shrink_seconds=shrink_seconds)
+                          shrink_seconds=shrink_seconds, oracle_workers=oracle_workers)
     paths = report.write_reproducers(target, result, Path(out)) if out is not None and result.failures else []
     if check and result.mismatches:
         first = result.failures[0]
