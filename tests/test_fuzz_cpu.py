@@ -306,6 +306,25 @@ def test_fuzz_list_and_unknown_target(capsys):
     assert main(["fuzz", "nonesuch", "--fake-device"]) != 0
 
 
+def test_a_profiled_campaign_names_its_busiest_functions(tmp_path, capsys):
+    import json
+    import pstats
+
+    path = tmp_path / "p" / "loads.prof"
+    assert main(["fuzz", "loads", "--fake-device", "--examples", "16", "--seed", "1", "--no-db", "--quiet",
+                 "--out", str(tmp_path), "--profile", str(path)]) == 0
+    out = capsys.readouterr().out
+    figure = json.loads(next(line for line in out.splitlines() if '"fuzz_profile"' in line))
+    top = figure["top"]
+    assert figure["target"] == "loads" and len(top) == 12 and top[0]["own_s"] >= top[-1]["own_s"] > 0
+    # the whole campaign in the file: the oracle standing in for the GPU, and the builder
+    names = {name for _, _, name in pstats.Stats(str(path)).stats}  # type: ignore[attr-defined]
+    assert {"load_images", "build", "run_campaign"} <= names and "took the most of their own time" in out
+    assert main(["fuzz", "loads", "--fake-device", "--examples", "4", "--devices", "0,0", "--profile",
+                 str(path)]) == 2
+    assert "--profile: one process's campaign only" in capsys.readouterr().err
+
+
 def test_stores_have_no_fake_device():
     with pytest.raises(NotImplementedError):
         get_target("stores").session({}, fake=True)

@@ -207,7 +207,13 @@ def test_fuzz_shards_add_the_campaigns_over_that_many_processes_and_refuse_one(m
     assert [cmd[cmd.index("--oracle-workers") + 1] for cmd in pooled.values()] == ["4", "4", "4", "4", "2"]
     both = pooled["fuzz_loads_2_shards_2_oracle_workers"]
     assert both[both.index("--devices") + 1] == "0,0"
-    assert not [n for n in gpu_check.steps(False, workers=8) if "shards" in n["name"] or "oracle" in n["name"]]
+    profiled = {s["name"]: s["cmd"] for s in gpu_check.steps(False, workers=8, fuzz_shards=4)
+                if s["name"].startswith("fuzz_") and "profile" in s["name"]}
+    assert set(profiled) == {"fuzz_loads_profile", "fuzz_im2col_profile", "fuzz_stores_profile"}
+    assert all(cmd[cmd.index("--profile") + 1].endswith(".prof") and "--oracle-workers" in cmd
+               for cmd in profiled.values())
+    assert not [n for n in gpu_check.steps(False, workers=8) if "shards" in n["name"] or "oracle" in n["name"]
+                or n["name"].startswith("fuzz_") and "profile" in n["name"]]
     monkeypatch.setattr("sys.argv", ["gpu-check", "--fuzz-shards", "1"])
     with pytest.raises(SystemExit) as done:
         gpu_check.main()

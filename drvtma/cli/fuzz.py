@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import secrets
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from ..fuzz.shard import SHARD_FORMS, parse_devices, parse_shard, run_sharded
 from ..fuzz.shrink import DEFAULT_DB, is_redis_url, local_db_path, open_database
 from ..fuzz.targets import get_target, target_names
 from ..fuzz.triton import MAX_SIGNATURES
-from ..runtime.figures import record_figure
+from ..runtime.figures import record_figure, table_text
 from .parser import Parser, in_file, int_at_least, json_object, list_of, natural, out_dir, seconds
 
 DEFAULT_OUT = "drvtma-fuzz"
@@ -117,6 +119,10 @@ def _parser() -> Parser:
     p.add_argument("--max-boxes", type=int_at_least(1, high=4096), default=None, metavar="N",
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")
+    p.add_argument("--profile", metavar="FILE", default=None,
+                   help="profile this process's campaign (cProfile): the stats to FILE (python -m pstats FILE) and "
+                   "the 12 functions that took the most of their own time on stdout, below the phases "
+                   "'what bounds the rate' names (not with --devices)")
     p.add_argument("--oracle-workers", type=int_at_least(0, high=MAX_ORACLE_WORKERS), default=0, metavar="N",
                    help="loads, im2col, stores, reductions (also with --kernel): N more processes build the "
                    "cases, class them and compute the oracle's answers, batches ahead, while this one launches (or "
@@ -205,18 +211,42 @@ def fuzz_command(argv: list[str]) -> int:
         parser.error(f"--spec: {exc}")
     db_path = None if args.no_db else (args.db or str(local_db_path()))
     if args.oracle_workers and not target.oracle_workers:
-        parser.error(f"--oracle-workers: loads, im2col, stores, reductions and your kernel's only (the {target.name} target's "
-                     "oracle runs in its own process)")
+        parser.error(f"--oracle-workers: loads, im2col, stores, reductions and your kernel's only (the "
+                     f"{target.name} target's oracle runs in its own process)")
     campaign = dict(seed=seed, examples=args.examples, seconds=args.seconds, fake=args.fake_device,
                     shrink=not args.no_shrink, max_shrinks=args.max_shrinks, shrink_seconds=args.shrink_seconds,
                     oracle_workers=args.oracle_workers)
     devices = parse_devices(args.devices)
+    if devices and args.profile:
+        parser.error("--profile: one process's campaign only (without --devices)")
     if devices:
         result = run_sharded(target.name, options, devices, database_path=db_path, **campaign)
     else:
         database = open_database(db_path) if db_path else None
-        result = run_campaign(target, options, database=database, progress=not args.quiet, shard=shard, **campaign)
+        profiler = cProfile.Profile() if args.profile else None
+        if profiler is not None:
+            profiler.enable()
+        try:
+            result = run_campaign(target, options, database=database, progress=not args.quiet, shard=shard,
+                                  **campaign)
+        finally:
+            if profiler is not None:
+                profiler.disable()
+        if profiler is not None:
+            _write_profile(target, profiler, Path(args.profile))
     return _finish(target, result, Path(args.out), args.require_coverage, args.oracle_workers)
+
+
+def _write_profile(target, profiler: cProfile.Profile, path: Path) -> None:
+    """The campaign's profile to `path` (pstats: `python -m pstats`, snakeviz), its top functions on stdout and
+    as a figure line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profiler.dump_stats(str(path))
+    rows = report.profile_rows(pstats.Stats(profiler))
+    print(f"the campaign's process, the functions that took the most of their own time (profile: {path}):")
+    print(table_text(["function", "calls", "own s", "total s"], [list(r.values()) for r in rows], "simple",
+                     numparse=True))
+    record_figure({"test": "fuzz_profile", "target": target.name, "top": rows})
 
 
 def _finish(target, result, out: Path, require_coverage: int = 0, oracle_workers: int = 0) -> int:

@@ -198,3 +198,13 @@ def same_diff(recorded: dict, outcome: Outcome) -> bool:
     keys = ("offset", "expected", "got")
     return (not outcome.ok and [tuple(d[k] for k in keys) for d in recorded["first_differences"]]
             == [tuple(d[k] for k in keys) for d in outcome.differences])
+
+
+def profile_rows(stats, limit: int = 12) -> list[dict]:
+    """The functions of a campaign's profile (`pstats.Stats`) that took the most of their own time: where its
+    process spends it below the phases `bound_by` names (a driver call shows as the binding's built-in method)."""
+    rows = []
+    for (path, line, name), (_, calls, own, total, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{Path(path).name}:{line}({name})" if path != "~" else name  # "~": a built-in
+        rows.append({"function": where, "calls": calls, "own_s": round(own, 4), "total_s": round(total, 4)})
+    return sorted(rows, key=lambda r: -r["own_s"])[:limit]
