@@ -225,6 +225,23 @@ def test_a_packed_buffer_yields_only_the_windows_that_are_maps():
     assert v.launches[0].parameter is None and j.not_encoded() == [v]
 
 
+def test_a_launch_with_no_map_lists_its_map_like_windows_in_the_report(tmp_path):
+    """A packed buffer holding a map with its address left null (to be filled in later) and random words: no map,
+    one map-like window at its offset, in the JSON and the Markdown."""
+    null = bytes(8) + encode_bytes(spec_2d(), ADDRESS)[8:]
+    rng = np.random.default_rng(6)
+    buffer = bytearray(rng.integers(0, 256, 1024, np.uint8).tobytes())
+    buffer[208:336] = null
+    c = Capture()
+    c.on_driver_exit("cuLaunchKernel", launch_record(b"sm90_xmma_fprop_implicit_gemm_x", buffer=bytes(buffer)))
+    j = judge(c.events())
+    assert not j.maps and j.near_maps == {0: [(208, "a map the driver would write but for its null address")]}
+    write_report(tmp_path, j, c.counts, "prog")
+    (launch,) = json.loads((tmp_path / "audit.json").read_text())["launches"]
+    assert launch["near_maps"] == [{"offset": 208, "parameter": None, "why": j.near_maps[0][0][1]}]
+    assert "@208: its null address" in (tmp_path / "audit.md").read_text()
+
+
 def test_a_launch_without_a_layout_is_counted_unreadable_with_its_reason():
     c = Capture()
     c.on_driver_exit("cuLaunchKernel", launch_record(b"k", args=[bytes(8)]))

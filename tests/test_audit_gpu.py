@@ -151,7 +151,8 @@ def test_the_command_line_audits_each_library(name, tmp_path):
     for x in [x for x in data["launches"] if not x["maps"] and x["library"] not in ("python",)][:8]:
         record_figure({"test": "audit_kernel_tma", "program": name, "library": x["library"],
                        "kernel": (x["kernel"] or "")[:60], "launches": x["launches"],
-                       "argument_bytes": x["argument_bytes"], "tma_instructions": x["tma_instructions"]})
+                       "argument_bytes": x["argument_bytes"], "tma_instructions": x["tma_instructions"],
+                       "near_maps": x["near_maps"][:4]})
     if name in ("drvtma", "triton"):  # their kernels take maps by value and load through them
         tma = [x["tma_instructions"] for x in data["launches"] if x["maps"]]
         assert tma and all(isinstance(t, list) and any(op.startswith("UTMALDG") for op in t) for t in tma), tma

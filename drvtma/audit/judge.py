@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import DrvtmaError
 from ..tma.dtypes import tma_dtype
 from ..tma.im2col.spec import Im2colSpec
-from ..tma.maps.findings import explain, plausibility
+from ..tma.maps.findings import explain, near_miss, plausibility
 from ..tma.tiled.decode import same_map
 from ..tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from .events import Encode, Launch, Replace
@@ -73,6 +73,9 @@ class Judgement:
     launches: list[Launch]
     encodes: list[Encode]
     replaces: list[Replace]
+    # launch index -> [(offset, why)]: the windows of a launch with no map in its arguments that look like one
+    # (findings.near_miss: a null address, a few stray bits), the leads to where its maps are
+    near_maps: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
 
     def never_launched(self) -> list[MapVerdict]:
         return [m for m in self.maps.values() if (m.encodes or m.replaces) and not m.launches]
@@ -179,6 +182,14 @@ def map_windows(arguments: bytes, plausible=None) -> list[int]:
             if any(arguments[o:o + MAP_BYTES]) and check(arguments[o:o + MAP_BYTES])]
 
 
+def near_map_windows(arguments: bytes) -> list[tuple[int, str]]:
+    """(offset, why) of the 16-aligned windows of an argument buffer that are maps but for a null address or a few
+    stray bits (`findings.near_miss`)."""
+    found = ((o, near_miss(arguments[o:o + MAP_BYTES])) for o in range(0, len(arguments) - MAP_BYTES + 1,
+                                                                        WINDOW_ALIGN))
+    return [(o, why) for o, why in found if why]
+
+
 def judge(events) -> Judgement:
     encodes = [e for e in events if isinstance(e, Encode)]
     replaces = [e for e in events if isinstance(e, Replace)]
@@ -208,14 +219,18 @@ def judge(events) -> Judgement:
     for r in replaces:
         if r.map_bytes is not None:
             verdict(r.map_bytes).replaces.append(r)
-    for launch in launches:
+    near: dict[int, list[tuple[int, str]]] = {}
+    for i, launch in enumerate(launches):
         if launch.arguments:
-            for o in map_windows(launch.arguments, plausible):
+            windows = map_windows(launch.arguments, plausible)
+            for o in windows:
                 raw = launch.arguments[o:o + MAP_BYTES]
                 verdict(raw).launches.append(LaunchUse(launch, o, parameter_at(launch.layout, o)))
+            if not windows and not launch.behind:
+                near[i] = near_map_windows(launch.arguments)
         for b in launch.behind or ():
             raw = bytes.fromhex(b["map"])
             if plausible(raw):  # the reader kept plausible windows only; a replayed stream is checked again
                 verdict(raw).launches.append(LaunchUse(launch, b["offset"], parameter_at(launch.layout, b["offset"]),
                                                        "pointer", b["pointer"], b["delta"]))
-    return Judgement(maps, launches, encodes, replaces)
+    return Judgement(maps, launches, encodes, replaces, {i: w for i, w in near.items() if w})

@@ -11,7 +11,7 @@ from typing import cast
 from ..runtime.figures import table_text
 from ..tma.tiled.spec import TensorMapSpec
 from .events import Counts
-from .judge import Judgement, MapVerdict
+from .judge import Judgement, MapVerdict, parameter_at
 
 MAX_PICTURE_CELLS = 64 * 1024  # a larger box is drawn only as text in the report (an SVG of it would not be read)
 
@@ -82,11 +82,20 @@ def report_json(j: Judgement, counts: Counts, program: str) -> dict:
                       "packed": x.layout is None and x.arguments is not None, "unreadable": x.unreadable,
                       "maps": sum(any(u.launch is x for u in v.launches) for v in maps),
                       "pointers_followed": x.behind is not None, "behind_note": x.behind_note,
-                      "tma_instructions": counts.kernel_tma.get(x.kernel)} for x in j.launches],
+                      "tma_instructions": counts.kernel_tma.get(x.kernel),
+                      "near_maps": [{"offset": o, "parameter": parameter_at(x.layout, o), "why": why}
+                                    for o, why in j.near_maps.get(i, [])]} for i, x in enumerate(j.launches)],
         "unreadable_launches": counts.unreadable_launches,
         "runtime_launches": counts.runtime_launches,
         "capture_errors": counts.errors,
     }
+
+
+def _near_cell(windows: list[tuple[int, str]]) -> str:
+    if not windows:
+        return "none"
+    cell = "; ".join(f"@{o}: {why.removeprefix('a map the driver would write but for ')}" for o, why in windows[:3])
+    return cell + (f"; and {len(windows) - 3} more" if len(windows) > 3 else "")
 
 
 def markdown(j: Judgement, counts: Counts, program: str, pictures: dict | None = None) -> str:
@@ -108,17 +117,20 @@ def markdown(j: Judgement, counts: Counts, program: str, pictures: dict | None =
         out += ["## Launches whose arguments could not be read", "",
                 table_text(["library", "kernel", "launches", "why"],
                            [[x.library, x.kernel[:80], str(x.count), x.unreadable] for x in unread]), ""]
-    empty = [x for x in j.launches if x.arguments is not None and not any(  # all read: the cast below
+    empty = [(i, x) for i, x in enumerate(j.launches) if x.arguments is not None and not any(  # all read: the cast
         u.launch is x for v in maps for u in v.launches)]
     if empty:
         out += ["## Launches with no map in their arguments", "",
                 "TMA in the kernel's SASS (from the cubin seen loading): a kernel that issues tensor copies with no "
                 "map in its arguments builds or keeps its maps where the audit cannot read them; UTMACCTL.IV is "
-                "the fence of a map edited in global memory.", "",
-                table_text(["library", "kernel", "launches", "argument bytes", "passed as", "TMA in its SASS"],
+                "the fence of a map edited in global memory. Map-like windows: a map the driver would write but "
+                "for a null address or a few bits it leaves clear, at that byte offset.", "",
+                table_text(["library", "kernel", "launches", "argument bytes", "passed as", "TMA in its SASS",
+                            "map-like windows"],
                            [[x.library, x.kernel[:80], str(x.count), str(len(cast(bytes, x.arguments))),
                              "packed buffer" if x.layout is None else "kernelParams",
-                             _tma_cell(counts.kernel_tma.get(x.kernel))] for x in empty]), ""]
+                             _tma_cell(counts.kernel_tma.get(x.kernel)), _near_cell(j.near_maps.get(i, []))]
+                            for i, x in empty]), ""]
     for title, chosen in (("Maps encoded but never launched", j.never_launched()),
                           ("Maps launched that no encode seen wrote (edited, or built elsewhere)", j.not_encoded())):
         if chosen:

@@ -18,6 +18,7 @@ from ..im2col.decode import decode_im2col, encode_im2col_bytes, im2col_derived_w
 from ..im2col.rules import IM2COL_DRIVER_RULES, validate_im2col
 from ..im2col.spec import Im2colSpec
 from ..tiled.decode import (
+    ADDRESS,
     DERIVED_BOX_BYTES,
     DERIVED_SWIZZLE,
     SMALL_TENSOR_BIT,
@@ -132,26 +133,53 @@ class Plausibility:
     reasons: tuple[str, ...] = ()
 
 
-def plausibility(obj) -> Plausibility:
-    """Whether `obj` (anything `decode.map_bytes` reads) could be a tensor map (see the module's docstring)."""
+def _examine(obj) -> tuple:
+    """(raw, spec, address, reasons the driver would refuse it, stray bits: where the host encoding of its own
+    decoded spec differs outside the loose bits); spec None with the decode's reason when the bytes do not decode."""
     try:
         raw = map_bytes(obj)
         f = fields(raw)
         spec, address = decode_im2col(raw) if f.im2col else decode(raw)
     except TensorMapError as exc:
-        return Plausibility(False, False, (str(exc),))
-    reasons = [] if address else ["null_address: a map's global address is never 0"]
+        return None, None, 0, [str(exc)], 0
     driver_rules = IM2COL_DRIVER_RULES if f.im2col else DRIVER_RULES
-    broken = [e for e in _validate(spec) if e.rule in driver_rules]
-    reasons += [f"the driver refuses such a map: {e}" for e in broken]
-    if not reasons:
-        own = int.from_bytes(_host_bytes(spec, address), "little")
-        stray = (own ^ int.from_bytes(raw, "little")) & ~_LOOSE_BITS
-        if stray:
-            reasons.append(f"stray_bits: {bin(stray).count('1')} bit(s) where the driver writes none for this spec "
-                           f"(first at bit {(stray & -stray).bit_length() - 1})")
+    refused = [f"the driver refuses such a map: {e}" for e in _validate(spec) if e.rule in driver_rules]
+    # (the address compared apart: a null one is encoded at a stand-in to compare the rest)
+    stray = 0 if refused else (int.from_bytes(_host_bytes(spec, address or 1 << 20), "little")
+                               ^ int.from_bytes(raw, "little")) & ~_LOOSE_BITS & ~mask(ADDRESS)
+    return raw, spec, address, refused, stray
+
+
+def plausibility(obj) -> Plausibility:
+    """Whether `obj` (anything `decode.map_bytes` reads) could be a tensor map (see the module's docstring)."""
+    raw, spec, address, refused, stray = _examine(obj)
+    if spec is None:
+        return Plausibility(False, False, tuple(refused))
+    reasons = ([] if address else ["null_address: a map's global address is never 0"]) + refused
+    if stray and not reasons:
+        reasons.append(f"stray_bits: {bin(stray).count('1')} bit(s) where the driver writes none for this spec "
+                       f"(first at bit {(stray & -stray).bit_length() - 1})")
     exact = not reasons and raw == _host_bytes(spec, address)
     return Plausibility(not reasons, exact, tuple(reasons))
+
+
+NEAR_MISS_BITS = 4  # random words set dozens of the bits a driver leaves clear; a map edited by hand, a few
+
+
+def near_miss(obj) -> str | None:
+    """Why 128 bytes that are no plausible map still look like one, or None: every field a map the driver would
+    take, and only a null address (filled in later, on the device or by a copy?) or at most NEAR_MISS_BITS bits
+    where the driver writes none. What the audit lists for a kernel that issues TMA with no map in its arguments."""
+    raw, spec, address, refused, stray = _examine(obj)
+    if spec is None or refused or not any(raw):
+        return None
+    bits = bin(stray).count("1")
+    if not address and not bits:
+        return "a map the driver would write but for its null address"
+    if address and 0 < bits <= NEAR_MISS_BITS:
+        return f"a map the driver would write but for {bits} bit(s) it leaves clear (first at bit " \
+               f"{(stray & -stray).bit_length() - 1})"
+    return None
 
 
 # A decoded spec's mode is its type (decode_im2col makes Im2colSpecs): isinstance says what f.im2col says, typed.
