@@ -13,7 +13,7 @@ import pytest
 
 from drvtma.audit import structs
 from drvtma.audit.capture import Capture, caller_frames, image_layouts, library_of_kernel
-from drvtma.audit.events import Counts, event_line, final_line, load_events, save_events
+from drvtma.audit.events import Counts, Launch, event_line, final_line, load_events, save_events
 from drvtma.audit.judge import hazards, hints, judge, map_windows, spec_from_encode
 from drvtma.audit.report import figure_lines, library_rows, write_report
 from drvtma.cli.main import main
@@ -431,7 +431,9 @@ def test_the_pointer_reader_reads_device_memory_once_the_launch_ran_and_stops_af
 
     ok, not_ready = real.CUresult.CUDA_SUCCESS, real.CUresult.CUDA_ERROR_NOT_READY
     raw = encode_bytes(spec_2d(), ADDRESS)
-    device = {0x7F00_0000_0000: bytes(64) + raw + bytes(4096)}  # one allocation: a map 64 B in
+    null = bytes(8) + raw[8:]  # a map whose address is left for later
+    device = {0x7F00_0000_0000: bytes(64) + raw + bytes(4096),  # one allocation: a map 64 B in
+              0x7E00_0000_0000: bytes(8192) + null + bytes(64)}  # another: only map-like bytes, 8 KiB in
     state = {"busy": False, "capturing": False, "queries": 0}
 
     def query(stream):
@@ -457,9 +459,15 @@ def test_the_pointer_reader_reads_device_memory_once_the_launch_ran_and_stops_af
         cuPointerGetAttributes=attributes, cuMemcpyDtoHAsync=copy)
     reader = follow.PointerReader()
     reader.cu = fake
-    args = (0x7F00_0000_0000).to_bytes(8, "little") + (0x5500_0000_0000).to_bytes(8, "little")
+    args = b"".join(p.to_bytes(8, "little") for p in (0x7F00_0000_0000, 0x5500_0000_0000, 0x7E00_0000_0000))
     found, note = reader(0, args)
-    assert note == "" and found == [{"offset": 0, "pointer": 0x7F00_0000_0000, "delta": 64, "map": raw.hex()}]
+    assert note == "" and found == [{"offset": 0, "pointer": 0x7F00_0000_0000, "delta": 64, "map": raw.hex()},
+                                    {"offset": 16, "pointer": 0x7E00_0000_0000, "delta": 8192, "map": null.hex(),
+                                     "near": "a map the driver would write but for its null address"}]
+    launch = Launch(1, "cuLaunchKernel", "k", (1, 1, 1), (1, 1, 1), 0, args, None, None, "other", "", behind=found[1:])
+    j = judge([launch])
+    assert not j.maps and j.near_maps == {0: [(16, "8192 B past the pointer there: a map the driver would write "
+                                                   "but for its null address")]}
     state["capturing"] = True
     assert reader(0, args) == (None, "not read: the stream is capturing a graph")
     state.update(capturing=False, busy=True)

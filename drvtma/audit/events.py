@@ -57,7 +57,8 @@ class Launch:
     count: int = 1
     kind: str = "launch"
     # --follow-pointers: the maps read behind the argument words that point to device memory ({"offset", "pointer",
-    # "delta", "map" (hex)}); None: not followed, and `behind_note` says why where it was tried
+    # "delta", "map" (hex)}, and "near" for a map-like window where no map was); None: not followed, and
+    # `behind_note` says why where it was tried
     behind: list | None = None
     behind_note: str = ""
 

@@ -18,7 +18,8 @@ from .structs import MAP_BYTES
 POINTER_ALIGN = 16  # device allocations and the structures in them start at least this aligned
 MAP_ALIGN = 64  # a map in global memory
 MAX_POINTERS = 32  # argument words followed per launch
-READ_BYTES = 4096  # read behind each pointer, clipped to its allocation
+READ_BYTES = 64 << 10  # read behind each pointer, clipped to its allocation (a workspace may keep maps far in)
+MAX_NEAR = 4  # map-like windows kept per pointer, where no map is behind it
 MAX_FOLLOWED = 512  # distinct launches followed per run (the rest say so)
 WAIT_S = 5.0  # how long a launch may run before its pointers are left unread
 
@@ -39,26 +40,28 @@ def pointer_words(arguments: bytes, skip=()) -> list[tuple[int, int]]:
     return out
 
 
-def maps_in_memory(data: bytes, address: int, plausible) -> list[tuple[int, bytes]]:
+def maps_in_memory(data: bytes, address: int, accept) -> list[tuple[int, bytes]]:
     """(bytes past `address`, the 128 bytes) of each 64-byte-aligned window of `data` (read at `address`) that
-    `plausible` accepts."""
+    `accept` takes (plausible maps; or, given findings.near_miss, windows that look like one)."""
     first = -address % MAP_ALIGN
     return [(d, data[d:d + MAP_BYTES]) for d in range(first, len(data) - MAP_BYTES + 1, MAP_ALIGN)
-            if any(data[d:d + MAP_BYTES]) and plausible(data[d:d + MAP_BYTES])]
+            if any(data[d:d + MAP_BYTES]) and accept(data[d:d + MAP_BYTES])]
 
 
 class PointerReader:
     """The GPU side of --follow-pointers: `reader(stream, arguments, skip)` -> (found, note); `found` is a list of
     {"offset", "pointer", "delta", "map"} (the argument word's offset, its value, the map's distance past it, the
-    128 bytes as hex), or None with `note` saying why nothing was read."""
+    128 bytes as hex), with "near" (why it only looks like a map) for the map-like windows behind a pointer with no
+    map; or None with `note` saying why nothing was read."""
 
     def __init__(self, plausible=None):
         from cuda.bindings import driver as cu
 
-        from ..tma.maps.findings import plausibility
+        from ..tma.maps.findings import near_miss, plausibility
 
         self.cu = cu
         self.plausible = plausible or (lambda w: plausibility(w).plausible)
+        self.near_miss = near_miss
         a = cu.CUpointer_attribute
         self.attributes = [a.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                            a.CU_POINTER_ATTRIBUTE_RANGE_SIZE]
@@ -106,6 +109,11 @@ class PointerReader:
             (err,) = cu.cuMemcpyDtoHAsync(data.ctypes.data, value, n, s)  # on the launch's stream, now idle
             if err != cu.CUresult.CUDA_SUCCESS or self._wait(s):
                 continue
-            for delta, raw in maps_in_memory(data.tobytes(), value, self.plausible):
+            maps = maps_in_memory(data.tobytes(), value, self.plausible)
+            for delta, raw in maps:
                 found.append({"offset": offset, "pointer": value, "delta": delta, "map": raw.hex()})
+            if not maps:
+                for delta, raw in maps_in_memory(data.tobytes(), value, self.near_miss)[:MAX_NEAR]:
+                    found.append({"offset": offset, "pointer": value, "delta": delta, "map": raw.hex(),
+                                  "near": self.near_miss(raw)})
         return found, ""

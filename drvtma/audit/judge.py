@@ -226,11 +226,15 @@ def judge(events) -> Judgement:
             for o in windows:
                 raw = launch.arguments[o:o + MAP_BYTES]
                 verdict(raw).launches.append(LaunchUse(launch, o, parameter_at(launch.layout, o)))
-            if not windows and not launch.behind:
+            if not windows:
                 near[i] = near_map_windows(launch.arguments)
         for b in launch.behind or ():
             raw = bytes.fromhex(b["map"])
-            if plausible(raw):  # the reader kept plausible windows only; a replayed stream is checked again
+            if b.get("near"):  # a map-like window behind a pointer with no map: a lead, not a map
+                near.setdefault(i, []).append((b["offset"], f"{b['delta']} B past the pointer there: {b['near']}"))
+            elif plausible(raw):  # the reader kept plausible windows only; a replayed stream is checked again
                 verdict(raw).launches.append(LaunchUse(launch, b["offset"], parameter_at(launch.layout, b["offset"]),
                                                        "pointer", b["pointer"], b["delta"]))
-    return Judgement(maps, launches, encodes, replaces, {i: w for i, w in near.items() if w})
+    found = {id(u.launch) for v in maps.values() for u in v.launches}  # leads only where no map was found
+    return Judgement(maps, launches, encodes, replaces,
+                     {i: w for i, w in near.items() if w and id(launches[i]) not in found})

@@ -94,7 +94,7 @@ def report_json(j: Judgement, counts: Counts, program: str) -> dict:
 def _near_cell(windows: list[tuple[int, str]]) -> str:
     if not windows:
         return "none"
-    cell = "; ".join(f"@{o}: {why.removeprefix('a map the driver would write but for ')}" for o, why in windows[:3])
+    cell = "; ".join(f"@{o}: {why.replace('a map the driver would write but for ', '')}" for o, why in windows[:3])
     return cell + (f"; and {len(windows) - 3} more" if len(windows) > 3 else "")
 
 
