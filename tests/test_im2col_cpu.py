@@ -350,3 +350,16 @@ def test_pixel_rows_gathered_as_chunks_match_element_by_element(seed, cut):
         assert by_row == by_element
     else:
         assert np.array_equal(np.where(inside, by_row, 0), np.where(inside, by_element, 0))
+
+
+def test_the_campaigns_compare_finds_every_differing_image_whatever_byte_differs():
+    from drvtma.fuzz.im2col import differing_rows
+
+    rng = np.random.default_rng(9)
+    want = rng.integers(0, 256, (40, 1056), np.uint8)
+    assert differing_rows(want.copy(), want) == []
+    for rows in ([0], [39], [3, 17, 38]):
+        for byte in (0, 7, 8, 1055, int(rng.integers(0, 1056))):
+            got = want.copy()
+            got[rows, byte] ^= 0x01
+            assert differing_rows(got, want) == rows

@@ -73,6 +73,11 @@ class Im2colCase:
     poison: int
 
 
+def differing_rows(got: np.ndarray, want: np.ndarray) -> list[int]:
+    """The indices of the images (rows of whole 16-B chunks) that differ, compared 8 bytes at a time."""
+    return np.flatnonzero((got.view(np.uint64) != want.view(np.uint64)).any(axis=1)).tolist()
+
+
 class Im2colSession(Session):
     """The pool of random bytes (host and device) and the probe."""
 
@@ -118,7 +123,7 @@ class Im2colSession(Session):
         timing["encode+launch"] += t1 - t0
         timing["oracle"] += t2 - t1
         timing["device wait+download"] += t3 - t2
-        bad = np.flatnonzero((got != want).any(axis=1)).tolist()
+        bad = differing_rows(got, want)
         timing["compare"] += clock() - t3
         if not bad:
             return Outcome(True)
