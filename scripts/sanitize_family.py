@@ -58,8 +58,11 @@ def rings_warp() -> None:
 
 @family
 def load_probe() -> None:
-    """Tiled loads of a few maps (swizzles, out-of-bounds fill, element strides, ranks 1-5), bit for bit."""
+    """Tiled loads of a few maps (swizzles, out-of-bounds fill, element strides, ranks 1-5), bit for bit, and their
+    digests."""
     from drvtma import DeviceBuffer
+    from drvtma.tma.tiled.encode import encode_tiled
+    from drvtma.tma.tiled.oracle import image_digests
     from drvtma.tma.tiled.probe import LoadProbe, check_loads
     from drvtma.tma.tiled.spec import TensorMapSpec
 
@@ -78,17 +81,23 @@ def load_probe() -> None:
             result = check_loads(spec.replace(base_address=buf.ptr), host, coords, probe=probe)
             if not result.ok:
                 raise AssertionError(result.report)
+            # the digests a campaign with oracle workers compares (write_image_digest: shuffles, shared partials)
+            pending = probe.launch(encode_tiled(spec.replace(base_address=buf.ptr)), coords, digests=True)
+            if not (pending.digests() == image_digests(pending.wait())).all():
+                raise AssertionError(f"the probe's digests are not the host's: {spec.describe()}")
     probe.close()
 
 
 @family
 def im2col_probe() -> None:
     """im2col loads of ranks 3-5 (random specs, corners, offsets and fills, as tests/test_im2col_gpu.py draws
-    them), bit for bit against the oracle."""
+    them), bit for bit against the oracle, and their digests."""
     from drvtma import DeviceBuffer
     from drvtma.testing.im2col import build_im2col_loads, build_im2col_spec
     from drvtma.testing.strategies import RngChooser
+    from drvtma.tma.im2col.encode import encode_im2col
     from drvtma.tma.im2col.probe import Im2colProbe, check_im2col_loads
+    from drvtma.tma.tiled.oracle import image_digests
 
     ch = RngChooser(np.random.default_rng(3))
     with Im2colProbe() as probe:
@@ -98,8 +107,12 @@ def im2col_probe() -> None:
             host = np.random.default_rng(rank).integers(0, 256, max(spec.extent_bytes, 16), dtype=np.uint8)
             with DeviceBuffer.from_array(host) as buf:
                 result = check_im2col_loads(spec, host, coords, offsets, target=buf, probe=probe)
+                pending = probe.launch(encode_im2col(spec, buf), coords, offsets, digests=True)
+                digests_agree = (pending.digests() == image_digests(pending.wait())).all()
             if not result.ok:
                 raise AssertionError(result.report)
+            if not digests_agree:
+                raise AssertionError(f"the probe's digests are not the host's: {spec.describe()}")
 
 
 @family

@@ -363,3 +363,4 @@ def test_the_campaigns_compare_finds_every_differing_image_whatever_byte_differs
             got = want.copy()
             got[rows, byte] ^= 0x01
             assert differing_rows(got, want) == rows
+

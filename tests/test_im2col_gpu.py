@@ -59,6 +59,22 @@ def test_loads_match_the_oracle_bit_for_bit(ctx, probe, rank):
         assert result.ok, result.report
 
 
+def test_the_probes_digests_are_the_hosts_of_its_images(ctx, probe):
+    from drvtma.tma.im2col.encode import encode_im2col
+    from drvtma.tma.tiled.oracle import image_digests
+
+    ch = RngChooser(np.random.default_rng(SEED + 9))
+    for i in range(24):
+        spec = build_im2col_spec(ch, ranks=(3 + i % 3,))
+        coords, offsets = build_im2col_loads(ch, spec, 16)
+        host, buf = _device_bytes(spec.extent_bytes, i)
+        with buf:
+            pending = probe.launch(encode_im2col(spec, buf), coords, offsets, digests=True)
+            digests = pending.digests()
+            images = pending.wait()
+        assert (digests == image_digests(images)).all(), spec.describe()
+
+
 @pytest.mark.parametrize("shape, lower, upper", [((2, 6, 9, 16), (-2, 0), (0, -3)),
                                                  ((2, 4, 5, 6, 16), (-1, 0, -2), (0, -1, 1))])
 def test_corner_arrays_go_to_the_driver_w_first(ctx, probe, shape, lower, upper):

@@ -251,3 +251,49 @@ def test_oracle_refuses_unaligned_shared_destinations_and_interleave():
     il = TensorMapSpec.create("uint8", (4, 8, 32), (1, 2, 16), interleave="16B")
     with pytest.raises(TensorMapError, match="oracle_interleave"):
         oracle.load_image(il, np.zeros(il.extent_bytes, np.uint8), (0, 0, 0))
+
+
+def _digest_by_hand(image: bytes) -> int:
+    """write_image_digest as cu/include/drvtma/image.cuh writes it, in Python integers (no NumPy)."""
+    from drvtma.tma.tiled.oracle import DIGEST_MUL1, DIGEST_MUL2, DIGEST_STEP
+
+    mask, total = (1 << 64) - 1, 0
+    for i in range(len(image) // 8):
+        x = int.from_bytes(image[8 * i:8 * i + 8], "little") ^ ((i * DIGEST_STEP) & mask)
+        x ^= x >> 33
+        x = (x * DIGEST_MUL1) & mask
+        x ^= x >> 33
+        x = (x * DIGEST_MUL2) & mask
+        x ^= x >> 33
+        total = (total + x) & mask
+    return total
+
+
+def test_image_digests_are_the_kernels_and_any_change_moves_them():
+    """The host's digests (what oracle workers send instead of images) are the probes' write_image_digest: the
+    constants read from its header, the arithmetic done again in Python integers; a flipped bit anywhere, two
+    swapped words or a poison word moved change the digest."""
+    import re
+
+    from drvtma.runtime.compiler import cu_dir
+    from drvtma.tma.tiled.oracle import DIGEST_MUL1, DIGEST_MUL2, DIGEST_STEP, image_digests
+
+    header = (cu_dir() / "include" / "drvtma" / "image.cuh").read_text()
+    constants = {k: int(v, 16) for k, v in re.findall(r"#define DRVTMA_DIGEST_(\w+) 0x([0-9A-Fa-f]+)ull", header)}
+    assert constants == {"STEP": DIGEST_STEP, "MUL1": DIGEST_MUL1, "MUL2": DIGEST_MUL2}
+    rng = np.random.default_rng(11)
+    images = rng.integers(0, 256, (6, 2064), np.uint8)
+    digests = image_digests(images)
+    assert digests.dtype == np.uint64 and [int(d) for d in digests] == [_digest_by_hand(i.tobytes()) for i in images]
+    for _ in range(200):
+        changed = images[0].copy()
+        bit = int(rng.integers(0, changed.size * 8))
+        changed[bit // 8] ^= 1 << (bit % 8)
+        assert image_digests(changed[None])[0] != digests[0]
+    words = images[1].view(np.uint64).copy()
+    words[[3, 200]] = words[[200, 3]]
+    assert image_digests(words.view(np.uint8)[None])[0] != digests[1]
+    poisoned = np.full((2, 1024), 0xA5, np.uint8)
+    poisoned[0, 0:16], poisoned[1, 16:32] = 7, 7  # the same bytes, one chunk apart
+    a, b = image_digests(poisoned)
+    assert a != b

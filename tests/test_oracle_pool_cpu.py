@@ -215,3 +215,34 @@ def test_your_kernels_campaign_with_oracle_workers_is_the_same_campaign(bug, dir
     assert pooled.coverage.counts == alone.coverage.counts
     assert {"data", "oracle", "generate"} <= set(alone.timing) and not {"data", "oracle", "generate"} & set(
         pooled.timing) and pooled.timing[WORKERS_PHASE] > 0
+
+
+@pytest.mark.parametrize("name", ["loads", "im2col"])
+def test_digests_from_workers_pass_equal_images_and_name_the_bytes_where_they_differ(name, monkeypatch):
+    """A worker answers a loads or im2col case with the digests of the oracle's images; the session compares the
+    GPU's digests (here the fake device's) and, where one differs, the images themselves: a planted oracle bug is
+    reported byte for byte, and digests that differ over equal images are a failure naming drvtma's digest."""
+    import drvtma.fuzz.loads as loads_module
+
+    target = get_target(name)
+    options = target.configure()
+    case = next(c for c in (build_case(target, options, 3, i)[0] for i in range(40)) if len(c.coords) >= 2)
+    with target.session(options, fake=True) as session:
+        want = target.expected(case, session.host, session.pool_base())
+        assert want.dtype == np.uint64 and want.shape == (len(case.coords),)
+        assert session.check_one(case, want).ok
+        wrong = want.copy()
+        wrong[-1] ^= np.uint64(1)
+        outcome = session.check_one(case, wrong)
+        assert not outcome.ok and "a drvtma bug" in outcome.detail
+        if name == "loads":  # an oracle that breaks the first image's last byte, on the worker and here alike
+            true = loads_module.expected_images
+
+            def planted(*args, **kwargs):
+                images = true(*args, **kwargs).copy()
+                images[0, -1] ^= 0x40
+                return images
+
+            monkeypatch.setattr(loads_module, "expected_images", planted)
+            outcome = session.check_one(case, target.expected(case, session.host, session.pool_base()))
+            assert not outcome.ok and outcome.bad == [0] and outcome.differences[0]["where"]

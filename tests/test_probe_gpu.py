@@ -233,6 +233,23 @@ def test_loads_match_the_oracle_bit_for_bit(pool, probe):
     assert not failures, f"{len(failures)} of {specs} specs had mismatching loads:\n\n" + "\n\n".join(failures[:3])
 
 
+def test_the_probes_digests_are_the_hosts_of_its_images(pool, probe):
+    """What a campaign with oracle workers compares: the kernel's digest of each image (write_image_digest) is
+    oracle.image_digests of the image it wrote, and the images are the oracle's, over random maps and boxes."""
+    buf, host = pool
+    ch = RngChooser(np.random.default_rng(SEED + 7))
+    for _ in range(40):
+        spec, offset, box_offset = _load_case(ch, buf)
+        coords = [build_coordinates(ch, spec) for _ in range(ch.integer(1, 48))]
+        poison = ch.integer(0, (1 << 32) - 1)
+        pending = probe.launch(encode_tiled(spec), coords, box_offset=box_offset, poison=poison, digests=True)
+        digests = pending.digests()
+        images = pending.wait()
+        want = oracle.load_images(spec, host[offset:offset + spec.extent_bytes], coords, box_offset=box_offset,
+                                  image_bytes=images.shape[1], poison=poison)
+        assert (images == want).all() and (digests == oracle.image_digests(images)).all(), spec.describe()
+
+
 @pytest.mark.parametrize("dtype", [d.name for d in FLOAT_DTYPES])
 def test_float_types_load_random_bits_and_nan_fill_as_modelled(pool, probe, dtype):
     """The fill and the in-bounds bits for every float type: copied, except tf32 which rounds (oracle)."""
@@ -341,7 +358,7 @@ _FAULT_SCRIPT = textwrap.dedent("""
     coords = DeviceBuffer.from_array(np.array([[C0, 0, 0, 0, 0]], dtype=np.int32))
     images, status = DeviceBuffer(1024), StatusBuffer()
     try:
-        kernel.launch(tmap, 2, coords, 0, 512, spec.expect_tx_bytes, 0, images, status,
+        kernel.launch(tmap, 2, coords, 0, 512, spec.expect_tx_bytes, 0, images, 0, status,
                       grid=(1, 1, 1), block=(128, 1, 1), shared_mem=512 + 1024)
         synchronize()
         print("RESULT NO_FAULT timeouts", int(status.read()["timeouts"]))

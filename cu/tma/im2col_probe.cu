@@ -9,7 +9,7 @@ extern "C" __global__ void im2col_probe(const __grid_constant__ CUtensorMap map,
                                         // the image arguments (image.cuh, probe_image); tx_bytes: pixels x
                                         // channels x element size
                                         u32 box_offset, u32 image_bytes, u32 tx_bytes, u32 poison, u32* images,
-                                        DrvtmaStatus* status) {
+                                        u64* digests, DrvtmaStatus* status) {
     const ProbeImage p = probe_image();
     const int* row = rows + 8 * blockIdx.x;
     int c[5], off[3];
@@ -17,4 +17,5 @@ extern "C" __global__ void im2col_probe(const __grid_constant__ CUtensorMap map,
     for (int k = 0; k < 3; ++k) off[k] = row[5 + k];
     load_one_image_by([&](void* dst) { tma_load_im2col(dst, &map, rank, c, off, p.bar); }, box_offset, image_bytes,
                       tx_bytes, poison, p.image, images, p.bar, status);
+    if (digests != nullptr) write_image_digest(p.image, image_bytes, digests);  // a kernel argument: uniform
 }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,9 +16,11 @@ from ..tma.im2col.encode import encode_im2col_unchecked
 from ..tma.im2col.probe import describe_im2col_mismatch
 from ..tma.im2col.rules import IM2COL_UNJUDGED_RULES, im2col_driver_should_accept, validate_im2col
 from ..tma.im2col.spec import Im2colSpec
+from ..tma.tiled.oracle import image_digests
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget
+from .loads import digest_disagreement
 from .targets import Outcome, Session, Target, spec_labels
 
 if TYPE_CHECKING:
@@ -100,33 +102,39 @@ class Im2colSession(Session):
         return self.device.ptr if self.device is not None else FAKE_POOL_BASE
 
     def check_one(self, case: Im2colCase, want: np.ndarray | None = None) -> Outcome:
-        """Launch, the oracle's images while the GPU loads (`want`: given), then compare."""
+        """Launch, the oracle's images while the GPU loads, then compare. `want`: given by an oracle worker, as the
+        images' digests (1-D): only the GPU's digests come back, and the images only where they differ."""
         timing, clock = self.timing, time.perf_counter
         spec = case.spec.replace(base_address=self.pool_base() + case.offset)
-        window = self.host[case.offset:case.offset + spec.extent_bytes]
-        kw: dict[str, Any] = {"box_offset": case.box_offset, "poison": case.poison}  # the oracle's and the probe's
         image_bytes = oracle.im2col_image_bytes(spec, case.box_offset)
+        digests = want is not None and want.ndim == 1
         t0 = clock()
-        pending = None
-        if not self.fake:  # launched first, so the oracle below runs while the GPU loads
-            from ..tma.im2col.encode import encode_im2col
-
-            assert self.probe is not None  # a session on the device opened one
-            pending = self.probe.launch(encode_im2col(spec), case.coords, case.offsets, image_bytes=image_bytes,
-                                        **kw)
+        pending = self._launch(case, spec, image_bytes, digests)  # first: the oracle below runs while the GPU loads
         t1 = clock()
         if want is None:
-            want = oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes, **kw)
+            want = self._oracle(case, spec, image_bytes)
         t2 = clock()
-        got = want.copy() if pending is None else pending.wait(into=self.pinned)  # compared before the next
+        if digests:  # (the fake device: the oracle's own images stand in for the GPU's)
+            got = image_digests(self._oracle(case, spec, image_bytes)) if pending is None else pending.digests()
+        else:
+            got = want.copy() if pending is None else pending.wait(into=self.pinned)  # compared before the next
         t3 = clock()
         timing["encode+launch"] += t1 - t0
         timing["oracle"] += t2 - t1
         timing["device wait+download"] += t3 - t2
+        if digests:
+            same = bool((got == want).all())
+            timing["compare"] += clock() - t3
+            if same:
+                return Outcome(True)
+            # a digest differs: the images and the oracle's, here, to say which bytes
+            want = self._oracle(case, spec, image_bytes)
+            got = want.copy() if pending is None else pending.wait(into=self.pinned)
+            t3 = clock()
         bad = differing_rows(got, want)
         timing["compare"] += clock() - t3
         if not bad:
-            return Outcome(True)
+            return Outcome(True) if not digests else digest_disagreement(len(case.coords))
 
         i = bad[0]
         return Outcome(False, detail=f"{len(bad)} of {len(got)} loads differ; the first:\n" +
@@ -134,6 +142,20 @@ class Im2colSession(Session):
                                                 want[i]),
                        differences=[{"offset": int(p), "expected": int(want[i][p]), "got": int(got[i][p])}
                                     for p in np.flatnonzero(got[i] != want[i])[:16]], bad=bad)
+
+    def _launch(self, case: Im2colCase, spec, image_bytes: int, digests: bool):
+        if self.fake:
+            return None
+        from ..tma.im2col.encode import encode_im2col
+
+        assert self.probe is not None  # a session on the device opened one
+        return self.probe.launch(encode_im2col(spec), case.coords, case.offsets, image_bytes=image_bytes,
+                                 box_offset=case.box_offset, poison=case.poison, digests=digests)
+
+    def _oracle(self, case: Im2colCase, spec, image_bytes: int) -> np.ndarray:
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        return oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes,
+                                    box_offset=case.box_offset, poison=case.poison)
 
 
 class Im2colTarget(Target):
@@ -157,10 +179,12 @@ class Im2colTarget(Target):
         return Im2colCase(spec, offset, coords, offsets, 128 * ch.integer(0, 7), ch.integer(0, (1 << 32) - 1))
 
     def expected(self, case: Im2colCase, pool: np.ndarray, base: int) -> np.ndarray:
-        """The oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's answer)."""
+        """The digests of the oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's
+        answer: 8 bytes an image reach the campaign)."""
         spec = case.spec.replace(base_address=base + case.offset)
-        return oracle.im2col_images(spec, pool[case.offset:case.offset + spec.extent_bytes], case.coords,
-                                    case.offsets, box_offset=case.box_offset, poison=case.poison)
+        return image_digests(oracle.im2col_images(spec, pool[case.offset:case.offset + spec.extent_bytes],
+                                                   case.coords, case.offsets, box_offset=case.box_offset,
+                                                   poison=case.poison))
 
     def labels(self, case: Im2colCase) -> dict:
         return spec_labels(case.spec)

@@ -86,6 +86,14 @@ def image_differences(spec, box_offset, got, want, limit=DIFF_LIMIT) -> list[dic
     return out
 
 
+def digest_disagreement(loads: int) -> Outcome:
+    """The GPU's digests differ from the oracle's while every image byte is the same: drvtma's digest is wrong
+    (a failure, so that it is never hidden)."""
+    return Outcome(False, detail=f"the GPU's digests of {loads} image(s) differ from the oracle's, but every byte "
+                   "of the images is the same: the probe's digest (write_image_digest) and oracle.image_digests "
+                   "disagree, a drvtma bug")
+
+
 def compare_images(case: LoadCase, spec: TensorMapSpec, got: np.ndarray, want: np.ndarray) -> Outcome:
     bad = np.flatnonzero((got.view(np.uint64) != want.view(np.uint64)).any(axis=1)).tolist()  # 16-byte rows
     if not bad:
@@ -126,29 +134,19 @@ class LoadsSession(Session):
         return self.device.ptr if self.device is not None else ADDRESS_BASE
 
     def check_one(self, case: LoadCase, want: np.ndarray | None = None) -> Outcome:
-        """Launch, the oracle's images while the GPU loads (`want`: given), then compare."""
+        """Launch, the oracle's images while the GPU loads, then compare. `want`: given by an oracle worker, as the
+        images' digests (1-D): only the GPU's digests come back, and the images only where they differ."""
+        if want is not None and want.ndim == 1:
+            return self._check_digests(case, want)
         timing, clock = self.timing, time.perf_counter
         spec, image_bytes = placed(case, self.pool_base())
         t0 = clock()
-        if self.fake:
-            pending = None
-        else:
-            from ..tma.tiled.encode import encode_tiled
-
-            assert self.probe is not None  # a session on the device opened one
-            pending = self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,
-                                        image_bytes=image_bytes, poison=case.poison)
+        pending = self._launch(case, spec, image_bytes, digests=False)
         t1 = clock()
-        window = self.host[case.offset:case.offset + spec.extent_bytes]
         if want is None:
-            want = expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
-                                   poison=case.poison)
+            want = self._oracle(case, spec, image_bytes)
         t2 = clock()
-        if pending is None:  # the fake device: the true oracle stands in for the GPU
-            got = oracle.load_images(spec, window, case.coords, box_offset=case.box_offset,
-                                     image_bytes=image_bytes, poison=case.poison)
-        else:
-            got = pending.wait(into=self.pinned)  # compared below, before the next case's download
+        got = self._images(case, spec, image_bytes, pending)
         t3 = clock()
         outcome = compare_images(case, spec, got, want)
         timing["encode+launch"] += t1 - t0
@@ -157,6 +155,49 @@ class LoadsSession(Session):
         timing["compare"] += clock() - t3
         timing["image_bytes"] += got.nbytes
         return outcome
+
+    def _check_digests(self, case: LoadCase, want: np.ndarray) -> Outcome:
+        timing, clock = self.timing, time.perf_counter
+        spec, image_bytes = placed(case, self.pool_base())
+        t0 = clock()
+        pending = self._launch(case, spec, image_bytes, digests=True)
+        t1 = clock()
+        got = (oracle.image_digests(self._images(case, spec, image_bytes, None)) if pending is None
+               else pending.digests())
+        t2 = clock()
+        same = bool((got == want).all())
+        timing["encode+launch"] += t1 - t0
+        timing["device wait+download"] += t2 - t1
+        timing["compare"] += clock() - t2
+        timing["image_bytes"] += len(case.coords) * image_bytes
+        if same:
+            return Outcome(True)
+        # a digest differs: the images and the oracle's, here, to say which bytes
+        outcome = compare_images(case, spec, self._images(case, spec, image_bytes, pending),
+                                 self._oracle(case, spec, image_bytes))
+        return outcome if not outcome.ok else digest_disagreement(len(case.coords))
+
+    def _launch(self, case: LoadCase, spec, image_bytes: int, *, digests: bool):
+        if self.fake:
+            return None
+        from ..tma.tiled.encode import encode_tiled
+
+        assert self.probe is not None  # a session on the device opened one
+        return self.probe.launch(encode_tiled(spec), case.coords, box_offset=case.box_offset,
+                                 image_bytes=image_bytes, poison=case.poison, digests=digests)
+
+    def _oracle(self, case: LoadCase, spec, image_bytes: int) -> np.ndarray:
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        return expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
+                               poison=case.poison)
+
+    def _images(self, case: LoadCase, spec, image_bytes: int, pending) -> np.ndarray:
+        """The GPU's images (on the fake device, the true oracle's: planted-bug tests replace expected_images)."""
+        if pending is None:
+            window = self.host[case.offset:case.offset + spec.extent_bytes]
+            return oracle.load_images(spec, window, case.coords, box_offset=case.box_offset,
+                                      image_bytes=image_bytes, poison=case.poison)
+        return pending.wait(into=self.pinned)  # compared before the next case's download
 
 
 class LoadsTarget(Target):
@@ -203,10 +244,12 @@ class LoadsTarget(Target):
         return trace[:count_at] + [len(keep)] + boxes + trace[end:]
 
     def expected(self, case: LoadCase, pool: np.ndarray, base: int) -> np.ndarray:
-        """The oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's answer)."""
+        """The digests of the oracle's images of `case` in a pool of random bytes at `base` (an oracle worker's
+        answer: 8 bytes an image reach the campaign, and the GPU's digests are compared with them)."""
         spec, image_bytes = placed(case, base)
-        return expected_images(spec, pool[case.offset:case.offset + spec.extent_bytes], case.coords,
-                               box_offset=case.box_offset, image_bytes=image_bytes, poison=case.poison)
+        return oracle.image_digests(expected_images(spec, pool[case.offset:case.offset + spec.extent_bytes],
+                                                    case.coords, box_offset=case.box_offset,
+                                                    image_bytes=image_bytes, poison=case.poison))
 
     def labels(self, case: LoadCase) -> dict:
         return spec_labels(case.spec)

@@ -44,11 +44,48 @@ __device__ __forceinline__ bool load_one_image(const CUtensorMap* map, int rank,
                              poison, image, images, bar, status);
 }
 
+// The digest of an image, as drvtma.tma.tiled.oracle.image_digests computes it on the host: each 8-byte word w_i
+// (little-endian, i from 0) mixed as fmix64(w_i ^ i * STEP) (MurmurHash3's finaliser, a bijection) and the mixed words
+// summed mod 2^64. A change of one word always changes the sum; any other pattern of changes leaves it with a chance
+// near 2^-64, and the word's index in the mix tells moved words apart. A campaign compares digests, and downloads the
+// images only when they differ.
+#define DRVTMA_DIGEST_STEP 0x9E3779B97F4A7C15ull
+#define DRVTMA_DIGEST_MUL1 0xFF51AFD7ED558CCDull
+#define DRVTMA_DIGEST_MUL2 0xC4CEB9FE1A85EC53ull
+
+__device__ __forceinline__ u64 digest_mix(u64 x) {
+    x ^= x >> 33;
+    x *= DRVTMA_DIGEST_MUL1;
+    x ^= x >> 33;
+    x *= DRVTMA_DIGEST_MUL2;
+    x ^= x >> 33;
+    return x;
+}
+
+// This block's image (image_bytes, a multiple of 16) digested into digests[blockIdx.x]. Every thread of the block
+// calls it once the image is final (after load_one_image_by); the block's warps sum through shared memory.
+__device__ __forceinline__ void write_image_digest(const u32* image, u32 image_bytes, u64* digests) {
+    __shared__ u64 partial[32];
+    const u64* words = reinterpret_cast<const u64*>(image);
+    u64 sum = 0;
+    for (u32 i = threadIdx.x; i < image_bytes / 8; i += blockDim.x)
+        sum += digest_mix(words[i] ^ (static_cast<u64>(i) * DRVTMA_DIGEST_STEP));
+    for (int lane = 16; lane > 0; lane >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, lane);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        u64 total = 0;
+        for (u32 w = 0; w < (blockDim.x + 31) / 32; ++w) total += partial[w];
+        digests[blockIdx.x] = total;
+    }
+}
+
 // A probe's image and barrier: a 1024-byte aligned image in dynamic shared memory (so the swizzle phase of the
 // destination is exactly `box_offset`, whatever the compiler puts before the dynamic region) and one barrier, freshly
 // initialised for one arrival. Every probe kernel takes the image arguments as drvtma/tma/tiled/probe.py passes them:
 // box_offset (bytes into the image, a multiple of 128), image_bytes (a multiple of 16), tx_bytes (what the oracle says
-// one load delivers), poison (32-bit pattern for every byte not loaded), images ([gridDim.x][image_bytes / 4]), status.
+// one load delivers), poison (32-bit pattern for every byte not loaded), images ([gridDim.x][image_bytes / 4]), status;
+// the tiled and im2col load probes also take digests ([gridDim.x], write_image_digest; null: none) before status.
 struct ProbeImage {
     u32* image;
     u64* bar;

@@ -45,11 +45,12 @@ class Im2colProbe(ImageProbe):
         return self._run_rows(tmap, rows, box_offset, image_bytes, poison)
 
     def launch(self, tmap: TensorMap, coords, offsets, *, box_offset: int = 0, image_bytes: int | None = None,
-               poison: int = POISON) -> tiled_probe.PendingImages:
+               poison: int = POISON, digests: bool = False) -> tiled_probe.PendingImages:
         """`run`'s loads in one launch (at most MAX_IMAGES_BYTES of images), returned at once: the host computes
-        the oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives."""
+        the oracle while the GPU loads; `PendingImages.wait()` gives what `run` gives (`digests`: and
+        `PendingImages.digests()` the images' digests)."""
         rows, image_bytes = self._prepare(tmap, coords, offsets, box_offset, image_bytes, True)
-        return self._launch_rows(tmap, rows, box_offset, image_bytes, poison)
+        return self._launch_rows(tmap, rows, box_offset, image_bytes, poison, digests)
 
 
 def describe_im2col_mismatch(spec: Im2colSpec, coords, offsets, box_offset: int, got: np.ndarray,

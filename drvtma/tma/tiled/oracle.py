@@ -297,3 +297,23 @@ def load_images(spec: TensorMapSpec, global_bytes, coords, *, box_offset: int = 
 def load_image(spec: TensorMapSpec, global_bytes, coords, **kwargs) -> np.ndarray:
     """One load's shared-memory image (see `load_images`)."""
     return load_images(spec, global_bytes, [tuple(coords)], **kwargs)[0]
+
+
+# cu/include/drvtma/image.cuh's digest constants (a CPU test reads them from there)
+DIGEST_STEP = 0x9E3779B97F4A7C15
+DIGEST_MUL1 = 0xFF51AFD7ED558CCD
+DIGEST_MUL2 = 0xC4CEB9FE1A85EC53
+
+
+def image_digests(images: np.ndarray) -> np.ndarray:
+    """(N,) uint64 digests of N images ((N, image_bytes) uint8, image_bytes a multiple of 8), as the probes'
+    write_image_digest computes them on the GPU: each 8-byte word w_i mixed as fmix64(w_i ^ i * STEP), summed
+    mod 2^64. Equal digests stand for equal images (a differing pattern escapes with a chance near 2^-64)."""
+    words = np.ascontiguousarray(images).view("<u8")
+    x = words ^ (np.arange(words.shape[1], dtype=np.uint64) * np.uint64(DIGEST_STEP))
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(DIGEST_MUL1)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(DIGEST_MUL2)
+    x ^= x >> np.uint64(33)
+    return x.sum(axis=1, dtype=np.uint64)

@@ -56,17 +56,20 @@ class ImageProbe(Resource):
         self.status = StatusBuffer()
         self.scratch = ScratchBuffers(minimum=1 << 16)
 
-    def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int):
+    def _launch_chunk(self, tmap: TensorMap, chunk: np.ndarray, box_offset: int, image_bytes: int, poison: int,
+                      digests: bool = False):
+        """One launch of the chunk's rows -> (the images' buffer, the digests' buffer or None)."""
         spec = tmap.spec
         assert spec is not None  # the callers refused a map without one
         chunk = np.ascontiguousarray(chunk)
         coords_buf = self.scratch.get("coords", chunk.nbytes)
         images_buf = self.scratch.get("images", len(chunk) * image_bytes)
+        digests_buf = self.scratch.get("digests", 8 * len(chunk)) if digests else None
         coords_buf.upload(chunk)
         self.kernel.launch(tmap, spec.rank, coords_buf, box_offset, image_bytes, spec.expect_tx_bytes,
-                           poison & 0xFFFFFFFF, images_buf, self.status, grid=(len(chunk), 1, 1),
+                           poison & 0xFFFFFFFF, images_buf, digests_buf or 0, self.status, grid=(len(chunk), 1, 1),
                            block=(PROBE_THREADS, 1, 1), shared_mem=image_bytes + IMAGE_ALIGN_SLACK)
-        return images_buf
+        return images_buf, digests_buf
 
     def _run_rows(self, tmap: TensorMap, rows: np.ndarray, box_offset: int, image_bytes: int,
                   poison: int) -> np.ndarray:
@@ -76,21 +79,22 @@ class ImageProbe(Resource):
         self.status.reset()  # timeouts add up over the launches; one check after the last
         for start in range(0, len(rows), per_launch):
             chunk = rows[start:start + per_launch]
-            images_buf = self._launch_chunk(tmap, chunk, box_offset, image_bytes, poison)
+            images_buf, _ = self._launch_chunk(tmap, chunk, box_offset, image_bytes, poison)
             out[start:start + len(chunk)] = images_buf.download(np.uint8, (len(chunk), image_bytes))
         self.status.check(self.KERNEL)
         return out
 
     def _launch_rows(self, tmap: TensorMap, rows: np.ndarray, box_offset: int, image_bytes: int,
-                     poison: int) -> PendingImages:
+                     poison: int, digests: bool = False) -> PendingImages:
         """One launch of every row, returned at once (`PendingImages.wait()` downloads): the host computes the
-        oracle while the GPU loads. One pending launch at a time: the next launch reuses the scratch buffers."""
+        oracle while the GPU loads. One pending launch at a time: the next launch reuses the scratch buffers.
+        `digests`: the kernel also digests each image (`PendingImages.digests()`)."""
         if len(rows) * image_bytes > MAX_IMAGES_BYTES:
             raise ValueError(f"{len(rows)} images of {image_bytes} B exceed one launch "
                              f"({MAX_IMAGES_BYTES} B): use run()")
         self.status.reset()
-        images_buf = self._launch_chunk(tmap, rows, box_offset, image_bytes, poison)
-        return PendingImages(self, images_buf, (len(rows), image_bytes))
+        images_buf, digests_buf = self._launch_chunk(tmap, rows, box_offset, image_bytes, poison, digests)
+        return PendingImages(self, images_buf, (len(rows), image_bytes), digests_buf)
 
     def _parts(self) -> tuple:
         return self.scratch, self.status
@@ -116,23 +120,32 @@ class LoadProbe(ImageProbe):
         return self._run_rows(tmap, tma_coords, box_offset, image_bytes, poison)
 
     def launch(self, tmap: TensorMap, coords, *, box_offset: int = 0, image_bytes: int | None = None,
-               poison: int = POISON) -> PendingImages:
+               poison: int = POISON, digests: bool = False) -> PendingImages:
         """Start one launch (at most MAX_IMAGES_BYTES of images) and return at once; `PendingImages.wait()` gives
-        what `run` gives."""
+        what `run` gives (`digests`: and `PendingImages.digests()` the images' digests)."""
         _, tma_coords, image_bytes = self._prepare(tmap, coords, box_offset, image_bytes)
-        return self._launch_rows(tmap, tma_coords, box_offset, image_bytes, poison)
+        return self._launch_rows(tmap, tma_coords, box_offset, image_bytes, poison, digests)
 
 
 class PendingImages:
     """A launched probe whose images are not downloaded yet (`LoadProbe.launch`, `Im2colProbe.launch`)."""
 
-    def __init__(self, probe: ImageProbe, images_buf, shape: tuple[int, int]):
-        self._probe, self._buf, self._shape = probe, images_buf, shape
+    def __init__(self, probe: ImageProbe, images_buf, shape: tuple[int, int], digests_buf=None):
+        self._probe, self._buf, self._shape, self._digests = probe, images_buf, shape, digests_buf
 
     def wait(self, into=None) -> np.ndarray:
         """Download the images (a synchronous copy: it waits for the launch) and check the probe's status; `into`:
         a host scratch to download into (runtime.host.PinnedScratch; the images are then valid until its next use)."""
         out = self._buf.download(np.uint8, self._shape, into=into)
+        self._probe.status.check(self._probe.KERNEL)
+        return out
+
+    def digests(self) -> np.ndarray:
+        """The kernel's digest of each image ((N,) uint64, as oracle.image_digests; waits for the launch) and the
+        probe's status checked: 8 bytes an image to download instead of the image. `wait()` may follow."""
+        if self._digests is None:
+            raise ValueError("this launch made no digests: launch with digests=True")
+        out = self._digests.download(np.uint64, (self._shape[0],))
         self._probe.status.check(self._probe.KERNEL)
         return out
 
