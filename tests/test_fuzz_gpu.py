@@ -41,6 +41,21 @@ def test_short_campaign_finds_no_mismatch(ctx, name):
     assert result.cases > 0
 
 
+@pytest.mark.parametrize("name", ["loads", "im2col"])
+def test_a_campaign_with_oracle_workers_compares_the_gpus_digests_and_agrees_with_one_process(ctx, name):
+    """With oracle workers the GPU's image digests are compared with the workers' (only a differing case's images
+    come back): the same cases, sizes and verdicts as one process comparing every byte, and no mismatch."""
+    target = get_target(name)
+    options = target.configure()
+    alone = run_campaign(target, options, seed=SEED, examples=64, shrink=False)
+    pooled = run_campaign(target, options, seed=SEED, examples=64, shrink=False, oracle_workers=2)
+    record("fuzz_gpu_digests", target=name, cases=pooled.cases, size=pooled.size, mismatches=pooled.mismatches,
+           timing=pooled.timing)
+    details = "\n\n".join(f.outcome.detail for f in pooled.failures[:3])
+    assert pooled.mismatches == alone.mismatches == 0, details
+    assert (pooled.cases, pooled.size, pooled.by_label) == (alone.cases, alone.size, alone.by_label)
+
+
 def test_planted_bug_is_shrunk_and_replayed_on_the_gpu(ctx, monkeypatch, tmp_path, capsys):
     real = fuzz_loads.expected_images
 
