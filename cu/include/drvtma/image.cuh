@@ -63,21 +63,18 @@ __device__ __forceinline__ u64 digest_mix(u64 x) {
 }
 
 // This block's image (image_bytes, a multiple of 16) digested into digests[blockIdx.x]. Every thread of the block
-// calls it once the image is final (after load_one_image_by); the block's warps sum through shared memory.
+// calls it once the image is final (after load_one_image_by). The warps' sums meet by atomic adds in global memory, not
+// in shared memory: a static shared array would take room the largest images need.
 __device__ __forceinline__ void write_image_digest(const u32* image, u32 image_bytes, u64* digests) {
-    __shared__ u64 partial[32];
+    u64* out = digests + blockIdx.x;
+    if (threadIdx.x == 0) *out = 0;
     const u64* words = reinterpret_cast<const u64*>(image);
     u64 sum = 0;
     for (u32 i = threadIdx.x; i < image_bytes / 8; i += blockDim.x)
         sum += digest_mix(words[i] ^ (static_cast<u64>(i) * DRVTMA_DIGEST_STEP));
     for (int lane = 16; lane > 0; lane >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, lane);
-    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = sum;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        u64 total = 0;
-        for (u32 w = 0; w < (blockDim.x + 31) / 32; ++w) total += partial[w];
-        digests[blockIdx.x] = total;
-    }
+    __syncthreads();  // the zero above lands before any warp's sum
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, sum);
 }
 
 // A probe's image and barrier: a 1024-byte aligned image in dynamic shared memory (so the swizzle phase of the
