@@ -559,6 +559,18 @@ def test_each_case_owns_exactly_the_stray_bytes_of_its_own_region(fake_gpu):
     assert [c.mismatched_bytes.tolist() for c in result.cases] == [[lo, hi - 1] for lo, hi in regions]
 
 
+@pytest.mark.parametrize("size", [4096, 4099])  # a whole number of 8-byte words, and not
+def test_the_batch_compare_finds_every_differing_byte_eight_at_a_time(size):
+    rng = np.random.default_rng(8)
+    expected = rng.integers(0, 256, size, np.uint8)
+    assert P.differing_bytes(expected, expected.copy()).size == 0
+    for _ in range(300):
+        got = expected.copy()
+        where = rng.choice(size, int(rng.integers(1, 7)), replace=False)
+        got[where] ^= rng.integers(1, 256, where.size).astype(np.uint8)
+        assert P.differing_bytes(expected, got).tolist() == sorted(where.tolist())
+
+
 def test_an_initial_tensor_longer_than_the_tensor_is_refused_by_name(fake_gpu):
     from drvtma.errors import ArgumentError
 
