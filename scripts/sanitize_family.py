@@ -117,7 +117,8 @@ def im2col_probe() -> None:
 
 @family
 def store_probe() -> None:
-    """Tensor stores and reductions (one box per CTA, guards checked) and 1D bulk stores."""
+    """Tensor stores and reductions (one box per CTA, guards checked), their regions' digests, and 1D bulk
+    stores."""
     from drvtma.tma.stores import StoreCase
     from drvtma.tma.stores import probe as P
     from drvtma.tma.tiled.spec import TensorMapSpec
@@ -133,6 +134,12 @@ def store_probe() -> None:
     result = P.run_store_cases(cases, rng)
     if result.failures:
         raise AssertionError(result.report())
+    # as a campaign with oracle workers runs them: the oracle's region digests, the region_digests kernel after
+    plan = P.store_oracle(P.plan_store_cases(cases, rng))
+    plan.digests, plan.expected = P.region_digests(plan.expected, plan.regions), None
+    result = P.run_store_plan(plan)
+    if result.failures or result.expected is not None:
+        raise AssertionError(f"region digests: {result.report()}")
     expected, got = P.run_bulk_stores([(0, 256), (512, 1024), (2048, 16)], rng)
     if (expected != got).any():
         raise AssertionError(f"bulk stores: {(expected != got).sum()} bytes differ")

@@ -430,6 +430,7 @@ class _FakeGpu:
 
     def __init__(self, skip_case: int | None = None, stray: tuple = ()):
         self.buffers, self.allocations, self.maps, self.skip_case = {}, 0, [], skip_case
+        self.digest_launches, self.downloads = 0, []  # (bytes) of each download
         self.stray = stray  # offsets into the batch's buffer the "kernel" also flips: stray writes
         gpu = self
 
@@ -447,6 +448,7 @@ class _FakeGpu:
 
             def download(self, dtype=np.uint8, shape=None, offset=0, into=None):
                 n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                gpu.downloads.append(n)
                 got = self.data[offset:offset + n].view(dtype).reshape(shape)
                 if into is None:
                     return got.copy()
@@ -491,7 +493,13 @@ class _FakeGpu:
                 memory = next(b for b in gpu.buffers.values() if b.ptr <= address < b.ptr + b.nbytes)
                 memory.data[list(gpu.stray)] ^= 0xFF
 
-        return mock.Mock(kernel=lambda name: mock.Mock(launch=launch))
+        def digests(buf, bounds_buf, digests_buf, grid, block):  # the region_digests kernel, by the host's mirror
+            gpu.digest_launches += 1
+            bounds = bounds_buf.data[:8 * (grid + 1)].view(np.int64)
+            regions = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+            digests_buf.data[:8 * grid] = P.region_digests(buf.data[:bounds[-1]], regions).view(np.uint8)
+
+        return mock.Mock(kernel=lambda name: mock.Mock(launch=digests if name == "region_digests" else launch))
 
 
 class _FakePinned:
@@ -557,6 +565,46 @@ def test_each_case_owns_exactly_the_stray_bytes_of_its_own_region(fake_gpu):
     fake_gpu(stray=tuple(o for lo, hi in regions for o in (lo, hi - 1)))
     result = P.run_store_cases(cases, np.random.default_rng(7))
     assert [c.mismatched_bytes.tolist() for c in result.cases] == [[lo, hi - 1] for lo, hi in regions]
+
+
+def _worker_plan(cases, seed: int):
+    """A plan as an oracle worker sends it: the oracle's answer as region digests, not the buffer."""
+    plan = P.store_oracle(P.plan_store_cases(cases, np.random.default_rng(seed)))
+    plan.digests, plan.expected = P.region_digests(plan.expected, plan.regions), None
+    return plan
+
+
+def test_region_digests_are_each_regions_image_digest_and_want_a_tiling():
+    from drvtma.tma.tiled.oracle import image_digests
+
+    buffer = np.random.default_rng(2).integers(0, 256, 4096, np.uint8)
+    regions = [(0, 1024), (1024, 1032), (1032, 4096)]
+    assert P.region_digests(buffer, regions).tolist() == [int(image_digests(buffer[lo:hi][None])[0])
+                                                          for lo, hi in regions]
+    for bad in ([(0, 1024), (1032, 4096)], [(0, 1020), (1020, 4096)], [(8, 4096)], [(0, 2048)]):
+        with pytest.raises(ValueError, match="tile the buffer"):
+            P.region_digests(buffer, bad)
+
+
+def test_digests_from_a_worker_leave_the_buffer_on_the_gpu_unless_a_region_differs(fake_gpu):
+    """Equal digests: every case passes and only the digests come back. A stray write: the buffer comes back and
+    its bytes are named as without digests. A wrong digest over equal bytes: that case fails, naming drvtma."""
+    cases = [S.random_store_case(np.random.default_rng(9), ops=[S.STORE]) for _ in range(6)]
+    gpu = fake_gpu()
+    result = P.run_store_plan(_worker_plan(cases, 10))
+    assert not result.failures and result.expected is None and gpu.digest_launches == 1
+    assert gpu.downloads == [8 * len(cases)]  # the digests alone
+    regions = P.plan_store_cases(cases, np.random.default_rng(10)).regions
+    fake_gpu(stray=(regions[2][0], regions[4][1] - 1))
+    result = P.run_store_plan(_worker_plan(cases, 10))
+    assert [c.mismatched_bytes.tolist() for c in result.failures] == [[regions[2][0]], [regions[4][1] - 1]]
+    fake_gpu()
+    plan = _worker_plan(cases, 10)
+    plan.digests[3] ^= np.uint64(1)
+    result = P.run_store_plan(plan)
+    (failed,) = result.failures
+    assert failed.case is cases[3] and "a drvtma bug" in failed.digest_disagreement
+    assert "region_digests" in result.report()
 
 
 @pytest.mark.parametrize("size", [4096, 4099])  # a whole number of 8-byte words, and not
@@ -637,3 +685,21 @@ def test_plain_coordinates_take_the_same_path_as_the_numpy_check(coords, dtype):
         return got
 
     assert outcome(lambda: check_store_coordinates(spec, coords)) == outcome(reference)
+
+
+def test_a_stores_campaign_with_oracle_workers_compares_the_gpus_region_digests(fake_gpu):
+    """End to end on the fake GPU: the workers send region digests, the session launches the digest kernel after
+    each batch and downloads a buffer only where a digest differs; the verdicts are one process's, byte for byte."""
+    from drvtma.fuzz.campaign import run_campaign
+    from drvtma.fuzz.stores import STORES
+
+    options = STORES.configure()
+    for skip in (None, 3):  # a GPU that does every case, and one that leaves each batch's fourth undone
+        gpu = fake_gpu(skip_case=skip)
+        alone = run_campaign(STORES, options, seed=4, examples=500, shrink=False)
+        assert gpu.digest_launches == 0
+        pooled = run_campaign(STORES, options, seed=4, examples=500, shrink=False, oracle_workers=2)
+        assert gpu.digest_launches == 2  # one a batch of 250
+        assert [f.index for f in pooled.failures] == [f.index for f in alone.failures]
+        assert [f.outcome.differences for f in pooled.failures] == [f.outcome.differences for f in alone.failures]
+        assert (pooled.mismatches > 0) == (skip is not None)

@@ -258,3 +258,26 @@ def test_bitwise_reductions_on_int64_maps_fault_and_are_refused(probe, op):
     out = _run_child((0, 0), "int64", op, (4, 8), (4, 8), force_allow=True)
     assert out["result"] == "fault" and out["error"] == "CUDA_ERROR_ILLEGAL_INSTRUCTION", out
     record(test="int64_bitwise_reduction_fault", op=op, error=out["error"])
+
+
+def test_the_region_digests_kernel_is_the_hosts_and_a_workers_plan_passes(ctx):
+    """The digests a stores campaign with oracle workers compares: the region_digests kernel over random regions
+    (8 bytes to 64 KiB) is P.region_digests, and a batch planned as a worker plans it (digests, no buffer) passes
+    with only the digests downloaded."""
+    from drvtma.runtime.driver import DeviceBuffer
+
+    rng = np.random.default_rng(21)
+    cuts = np.unique(rng.integers(1, (1 << 20) // 8, 200)) * 8
+    bounds = np.concatenate([[0], cuts, [1 << 20]]).astype(np.int64)
+    regions = list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    host = rng.integers(0, 256, 1 << 20, np.uint8)
+    with DeviceBuffer.from_array(host) as buf, DeviceBuffer.from_array(bounds) as bounds_buf, \
+            DeviceBuffer(8 * len(regions)) as digests:
+        P._probe_module().kernel("region_digests").launch(buf, bounds_buf, digests, grid=len(regions),
+                                                          block=P.PROBE_THREADS)
+        assert (digests.download(np.uint64, (len(regions),)) == P.region_digests(host, regions)).all()
+    cases = [S.random_store_case(rng) for _ in range(40)]
+    plan = P.store_oracle(P.plan_store_cases(cases, np.random.default_rng(22)))
+    plan.digests, plan.expected = P.region_digests(plan.expected, plan.regions), None
+    result = P.run_store_plan(plan)
+    assert not result.failures and result.expected is None, result.report()

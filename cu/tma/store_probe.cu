@@ -9,7 +9,7 @@
 // if wait_group.read returned early, the scribble would reach global memory and the host would see it.
 // Stores complete through the issuing thread's bulk group, not an mbarrier, so there is no bounded-wait variant:
 // a store either completes or faults the context.
-#include <drvtma/tma.cuh>
+#include <drvtma/image.cuh>  // tma.cuh, and write_image_digest
 
 // One CTA's work; mirrored by drvtma/tma/stores/probe.py (STORE_JOB_DTYPE). Keep the layouts identical.
 struct StoreJob {
@@ -85,4 +85,12 @@ extern "C" __global__ void bulk_store_probe(const BulkStoreJob* __restrict__ job
     __syncthreads();
     scribble(buf, job.bytes);
     if (issuer) bulk_wait<0>();
+}
+
+// One CTA digests one region [bounds[i], bounds[i + 1]) of a batch's buffer (byte offsets, multiples of 8) as the
+// load probes digest an image (image.cuh, write_image_digest): a campaign compares the regions' digests with the
+// oracle's (drvtma/tma/stores/probe.py, region_digests) and downloads the buffer only when one differs.
+extern "C" __global__ void region_digests(const unsigned char* buf, const long long* bounds, u64* digests) {
+    const long long lo = bounds[blockIdx.x], hi = bounds[blockIdx.x + 1];
+    write_image_digest(reinterpret_cast<const u32*>(buf + lo), static_cast<u32>(hi - lo), digests);
 }

@@ -16,7 +16,15 @@ import numpy as np
 
 from ..runtime.driver import ScratchBuffers
 from ..tma.stores import CHUNK_BYTES, REDUCE_DTYPES, REDUCE_OPS, STORE, StoreCase, random_store_case, random_values
-from ..tma.stores.probe import GUARD_BYTES, StorePlan, plan_store_cases, run_store_cases, run_store_plan, store_oracle
+from ..tma.stores.probe import (
+    GUARD_BYTES,
+    StorePlan,
+    plan_store_cases,
+    region_digests,
+    run_store_cases,
+    run_store_plan,
+    store_oracle,
+)
 from ..tma.tiled.rules import round_up
 from ..tma.tiled.spec import TensorMapSpec
 from .choosers import ChooserGenerator
@@ -77,6 +85,10 @@ class StoresSession(Session):
             if c.ok:
                 outcomes.append(Outcome(True))
                 continue
+            if c.digest_disagreement:
+                outcomes.append(Outcome(False, detail=f"{c.digest_disagreement}; {c.case.describe()}"))
+                continue
+            assert result.expected is not None and result.got is not None  # compared byte for byte: it failed
             lo = c.base_offset - GUARD_BYTES
             hi = c.base_offset + round_up(c.case.spec.extent_bytes, CHUNK_BYTES) + GUARD_BYTES
             small = hi - lo <= REGION_HEX_LIMIT
@@ -130,18 +142,20 @@ class StoresTarget(Target):
         return StoreFuzzCase(case, ch.integer(0, (1 << 32) - 1))
 
     def expected_batch(self, cases: list, pool, base: int) -> tuple[list, object]:
-        """On an oracle worker: the batch's plan (data, layout, shared-memory images, jobs) and the oracle's answer,
-        as the session would make them."""
+        """On an oracle worker: the batch's plan (data, layout, shared-memory images, jobs) as the session would
+        make it, and the oracle's answer as each region's digest (the buffer itself is made again in the campaign
+        only where the GPU's digest of a region differs)."""
         rng, initial, sources = _batch_data(cases, [c.data() for c in cases])
         plan = store_oracle(plan_store_cases([c.case for c in cases], rng, initial=initial, sources=sources))
-        arrays = [plan.memory, plan.images, plan.jobs, plan.expected, *plan.boxes]
+        assert plan.expected is not None  # store_oracle's
+        arrays = [plan.memory, plan.images, plan.jobs, region_digests(plan.expected, plan.regions), *plan.boxes]
         return arrays, (plan.regions, plan.bases, plan.max_image, plan.written)
 
     def answer(self, cases: list, arrays: list, rest) -> StorePlan:
         regions, bases, max_image, written = rest
-        memory, images, jobs, expected, *boxes = arrays
-        return StorePlan([c.case for c in cases], regions, bases, boxes, memory, images, jobs, max_image, expected,
-                         written)
+        memory, images, jobs, digests, *boxes = arrays
+        return StorePlan([c.case for c in cases], regions, bases, boxes, memory, images, jobs, max_image,
+                         written=written, digests=digests)
 
     def labels(self, c: StoreFuzzCase) -> dict:
         labels = spec_labels(c.case.spec)

@@ -305,15 +305,21 @@ DIGEST_MUL1 = 0xFF51AFD7ED558CCD
 DIGEST_MUL2 = 0xC4CEB9FE1A85EC53
 
 
-def image_digests(images: np.ndarray) -> np.ndarray:
-    """(N,) uint64 digests of N images ((N, image_bytes) uint8, image_bytes a multiple of 8), as the probes'
-    write_image_digest computes them on the GPU: each 8-byte word w_i mixed as fmix64(w_i ^ i * STEP), summed
-    mod 2^64. Equal digests stand for equal images (a differing pattern escapes with a chance near 2^-64)."""
-    words = np.ascontiguousarray(images).view("<u8")
-    x = words ^ (np.arange(words.shape[1], dtype=np.uint64) * np.uint64(DIGEST_STEP))
+def digest_mix(words: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Each little-endian 8-byte word mixed with its index as the kernels' digest_mix does (fmix64 of
+    word ^ index * STEP, uint64 arithmetic wrapping): a digest is the sum of a region's mixed words."""
+    x = words ^ (index.astype(np.uint64) * np.uint64(DIGEST_STEP))
     x ^= x >> np.uint64(33)
     x *= np.uint64(DIGEST_MUL1)
     x ^= x >> np.uint64(33)
     x *= np.uint64(DIGEST_MUL2)
     x ^= x >> np.uint64(33)
-    return x.sum(axis=1, dtype=np.uint64)
+    return x
+
+
+def image_digests(images: np.ndarray) -> np.ndarray:
+    """(N,) uint64 digests of N images ((N, image_bytes) uint8, image_bytes a multiple of 8), as the probes'
+    write_image_digest computes them on the GPU: each 8-byte word w_i mixed as fmix64(w_i ^ i * STEP), summed
+    mod 2^64. Equal digests stand for equal images (a differing pattern escapes with a chance near 2^-64)."""
+    words = np.ascontiguousarray(images).view("<u8")
+    return digest_mix(words, np.arange(words.shape[1])).sum(axis=1, dtype=np.uint64)
