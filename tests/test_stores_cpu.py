@@ -581,6 +581,7 @@ def test_region_digests_are_each_regions_image_digest_and_want_a_tiling():
     regions = [(0, 1024), (1024, 1032), (1032, 4096)]
     assert P.region_digests(buffer, regions).tolist() == [int(image_digests(buffer[lo:hi][None])[0])
                                                           for lo, hi in regions]
+    assert P.region_digests(buffer, []).size == 0
     for bad in ([(0, 1024), (1032, 4096)], [(0, 1020), (1020, 4096)], [(8, 4096)], [(0, 2048)]):
         with pytest.raises(ValueError, match="tile the buffer"):
             P.region_digests(buffer, bad)

@@ -177,6 +177,8 @@ def plan_store_cases(cases, rng: np.random.Generator | None = None, *, check: bo
 def region_digests(buffer: np.ndarray, regions) -> np.ndarray:
     """(len(regions),) uint64: each region of `buffer` (regions that tile it from byte 0, at multiples of 8)
     digested as the probe's region_digests kernel digests it: word i of a region mixed with i, summed."""
+    if not regions:
+        return np.zeros(0, np.uint64)
     starts = np.array([lo for lo, _ in regions], np.int64)
     ends = np.array([hi for _, hi in regions], np.int64)
     if (starts % 8).any() or (ends % 8).any() or starts[0] or ends[-1] != buffer.size or (starts[1:] != ends[:-1]).any():
