@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,15 +18,10 @@ from ..tma.tiled.oracle import image_digests
 from .coverage.encode import IM2COL_ENCODE_COVERAGE
 from .coverage.im2col import Im2colCoverage
 from .encode import EncodeSession, EncodeTarget
-from .loads import digest_disagreement
-from .targets import Outcome, Session, Target, spec_labels
-
-if TYPE_CHECKING:
-    from ..runtime.driver import DeviceBuffer
-    from ..tma.im2col.probe import Im2colProbe
+from .loads import ImageSession
+from .targets import Outcome, Target, spec_labels
 
 POOL_SEED = 3
-FAKE_POOL_BASE = 0x7F00_0000_0000  # the pool's address on the fake device (1024-aligned, as a real one is)
 POOL_BYTES = 16 << 20
 MAX_LOADS = 64
 
@@ -80,72 +73,21 @@ def differing_rows(got: np.ndarray, want: np.ndarray) -> list[int]:
     return np.flatnonzero((got.view(np.uint64) != want.view(np.uint64)).any(axis=1)).tolist()
 
 
-class Im2colSession(Session):
-    """The pool of random bytes (host and device) and the probe."""
+class Im2colSession(ImageSession):
+    """im2col loads through the Im2colProbe, over the pool of random bytes."""
 
-    def __init__(self, options: dict, fake: bool = False):
-        super().__init__(options, fake)
-        self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"], np.uint8)
-        self.device: DeviceBuffer | None = None
-        self.probe: Im2colProbe | None = None
-        if not fake:
-            from ..runtime.driver import DeviceBuffer
-            from ..runtime.host import PinnedScratch
-            from ..tma.im2col.probe import Im2colProbe
+    FAKE_POOL_BASE = 0x7F00_0000_0000  # 1024-aligned, as a real pool is
 
-            self.device = self.own(DeviceBuffer.from_array(self.host))
-            self.probe = self.own(Im2colProbe())
-            self.pinned = self.own(PinnedScratch())  # each case's images, downloaded at the bus's speed
+    def _open_probe(self):
+        from ..tma.im2col.probe import Im2colProbe
 
-    def pool_base(self) -> int:
-        """Where the session's pool of random bytes starts (cases sit `offset` bytes in)."""
-        return self.device.ptr if self.device is not None else FAKE_POOL_BASE
+        return Im2colProbe()
 
-    def check_one(self, case: Im2colCase, want: np.ndarray | None = None) -> Outcome:
-        """Launch, the oracle's images while the GPU loads, then compare. `want`: given by an oracle worker, as the
-        images' digests (1-D): only the GPU's digests come back, and the images only where they differ."""
-        timing, clock = self.timing, time.perf_counter
+    def _placed(self, case: Im2colCase) -> tuple:
         spec = case.spec.replace(base_address=self.pool_base() + case.offset)
-        image_bytes = oracle.im2col_image_bytes(spec, case.box_offset)
-        digests = want is not None and want.ndim == 1
-        t0 = clock()
-        pending = self._launch(case, spec, image_bytes, digests)  # first: the oracle below runs while the GPU loads
-        t1 = clock()
-        if want is None:
-            want = self._oracle(case, spec, image_bytes)
-        t2 = clock()
-        if digests:  # (the fake device: the oracle's own images stand in for the GPU's)
-            got = image_digests(self._oracle(case, spec, image_bytes)) if pending is None else pending.digests()
-        else:
-            got = want.copy() if pending is None else pending.wait(into=self.pinned)  # compared before the next
-        t3 = clock()
-        timing["encode+launch"] += t1 - t0
-        timing["oracle"] += t2 - t1
-        timing["device wait+download"] += t3 - t2
-        if digests:
-            same = bool((got == want).all())
-            timing["compare"] += clock() - t3
-            if same:
-                return Outcome(True)
-            # a digest differs: the images and the oracle's, here, to say which bytes
-            want = self._oracle(case, spec, image_bytes)
-            got = want.copy() if pending is None else pending.wait(into=self.pinned)
-            t3 = clock()
-        bad = differing_rows(got, want)
-        timing["compare"] += clock() - t3
-        if not bad:
-            return Outcome(True) if not digests else digest_disagreement(len(case.coords))
-
-        i = bad[0]
-        return Outcome(False, detail=f"{len(bad)} of {len(got)} loads differ; the first:\n" +
-                       describe_im2col_mismatch(spec, case.coords[i], case.offsets[i], case.box_offset, got[i],
-                                                want[i]),
-                       differences=[{"offset": int(p), "expected": int(want[i][p]), "got": int(got[i][p])}
-                                    for p in np.flatnonzero(got[i] != want[i])[:16]], bad=bad)
+        return spec, oracle.im2col_image_bytes(spec, case.box_offset)
 
     def _launch(self, case: Im2colCase, spec, image_bytes: int, digests: bool):
-        if self.fake:
-            return None
         from ..tma.im2col.encode import encode_im2col
 
         assert self.probe is not None  # a session on the device opened one
@@ -156,6 +98,17 @@ class Im2colSession(Session):
         window = self.host[case.offset:case.offset + spec.extent_bytes]
         return oracle.im2col_images(spec, window, case.coords, case.offsets, image_bytes=image_bytes,
                                     box_offset=case.box_offset, poison=case.poison)
+
+    def _compare(self, case: Im2colCase, spec, got: np.ndarray, want: np.ndarray) -> Outcome:
+        bad = differing_rows(got, want)
+        if not bad:
+            return Outcome(True)
+        i = bad[0]
+        return Outcome(False, detail=f"{len(bad)} of {len(got)} loads differ; the first:\n" +
+                       describe_im2col_mismatch(spec, case.coords[i], case.offsets[i], case.box_offset, got[i],
+                                                want[i]),
+                       differences=[{"offset": int(p), "expected": int(want[i][p]), "got": int(got[i][p])}
+                                    for p in np.flatnonzero(got[i] != want[i])[:16]], bad=bad)
 
 
 class Im2colTarget(Target):

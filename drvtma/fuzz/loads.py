@@ -24,7 +24,6 @@ from .targets import Outcome, Session, Target, spec_labels
 
 if TYPE_CHECKING:
     from ..runtime.driver import DeviceBuffer
-    from ..tma.tiled.probe import LoadProbe
 
 DATA_SEED = 1  # the pool's bytes: fixed by default, so stored failures replay in later campaigns
 POOL_BYTES = 64 << 20
@@ -109,8 +108,13 @@ def compare_images(case: LoadCase, spec: TensorMapSpec, got: np.ndarray, want: n
                    bad=bad)
 
 
-class LoadsSession(Session):
-    """The pool (host and device), the probe, and the time spent in each part."""
+class ImageSession(Session):
+    """A target whose case is one probe launch over a pool of random bytes (host and device), its images compared
+    byte for byte with the oracle's; given the oracle workers' digests (1-D) instead, only the GPU's digests come
+    back, and the images only for a case whose digest differs. Subclasses give the probe, the placed spec and image
+    size, the launch, the oracle and the comparison."""
+
+    FAKE_POOL_BASE = ADDRESS_BASE  # the pool's address on the fake device
 
     def __init__(self, options: dict, fake: bool = False):
         super().__init__(options, fake)
@@ -118,68 +122,90 @@ class LoadsSession(Session):
         self.host = np.random.default_rng(options["data_seed"]).integers(0, 256, options["pool_bytes"],
                                                                          dtype=np.uint8)
         self.device: DeviceBuffer | None = None
-        self.probe: LoadProbe | None = None
+        self.probe = None
         if not fake:
             from ..runtime.driver import DeviceBuffer
             from ..runtime.host import PinnedScratch
-            from ..tma.tiled.probe import LoadProbe
 
             self.device = self.own(DeviceBuffer.from_array(self.host))
-            self.probe = self.own(LoadProbe())
+            self.probe = self.own(self._open_probe())
             self.pinned = self.own(PinnedScratch())  # each case's images, downloaded at the bus's speed
         self.timing["setup"] += time.perf_counter() - t
 
     def pool_base(self) -> int:
         """Where the session's pool of random bytes starts (cases sit `offset` bytes in)."""
-        return self.device.ptr if self.device is not None else ADDRESS_BASE
+        return self.device.ptr if self.device is not None else self.FAKE_POOL_BASE
 
-    def check_one(self, case: LoadCase, want: np.ndarray | None = None) -> Outcome:
+    def check_one(self, case, want: np.ndarray | None = None) -> Outcome:
         """Launch, the oracle's images while the GPU loads, then compare. `want`: given by an oracle worker, as the
         images' digests (1-D): only the GPU's digests come back, and the images only where they differ."""
-        if want is not None and want.ndim == 1:
-            return self._check_digests(case, want)
         timing, clock = self.timing, time.perf_counter
-        spec, image_bytes = placed(case, self.pool_base())
+        spec, image_bytes = self._placed(case)
+        digests = want is not None and want.ndim == 1
         t0 = clock()
-        pending = self._launch(case, spec, image_bytes, digests=False)
+        pending = None if self.fake else self._launch(case, spec, image_bytes, digests)  # the oracle runs meanwhile
         t1 = clock()
         if want is None:
             want = self._oracle(case, spec, image_bytes)
         t2 = clock()
-        got = self._images(case, spec, image_bytes, pending)
+        if digests:
+            got = oracle.image_digests(self._fake_images(case, spec, image_bytes)) if pending is None \
+                else pending.digests()
+        else:
+            got = self._fake_images(case, spec, image_bytes, want) if pending is None \
+                else pending.wait(into=self.pinned)  # compared before the next case's download
         t3 = clock()
-        outcome = compare_images(case, spec, got, want)
         timing["encode+launch"] += t1 - t0
         timing["oracle"] += t2 - t1
         timing["device wait+download"] += t3 - t2
-        timing["compare"] += clock() - t3
-        timing["image_bytes"] += got.nbytes
-        return outcome
-
-    def _check_digests(self, case: LoadCase, want: np.ndarray) -> Outcome:
-        timing, clock = self.timing, time.perf_counter
-        spec, image_bytes = placed(case, self.pool_base())
-        t0 = clock()
-        pending = self._launch(case, spec, image_bytes, digests=True)
-        t1 = clock()
-        got = (oracle.image_digests(self._images(case, spec, image_bytes, None)) if pending is None
-               else pending.digests())
-        t2 = clock()
-        same = bool((got == want).all())
-        timing["encode+launch"] += t1 - t0
-        timing["device wait+download"] += t2 - t1
-        timing["compare"] += clock() - t2
         timing["image_bytes"] += len(case.coords) * image_bytes
-        if same:
-            return Outcome(True)
-        # a digest differs: the images and the oracle's, here, to say which bytes
-        outcome = compare_images(case, spec, self._images(case, spec, image_bytes, pending),
-                                 self._oracle(case, spec, image_bytes))
-        return outcome if not outcome.ok else digest_disagreement(len(case.coords))
+        if digests:
+            same = bool((got == want).all())
+            timing["compare"] += clock() - t3
+            if same:
+                return Outcome(True)
+            # a digest differs: the images, and the oracle's made here, to say which bytes
+            want = self._oracle(case, spec, image_bytes)
+            got = self._fake_images(case, spec, image_bytes, want) if pending is None \
+                else pending.wait(into=self.pinned)
+            t3 = clock()
+        outcome = self._compare(case, spec, got, want)
+        timing["compare"] += clock() - t3
+        return digest_disagreement(len(case.coords)) if digests and outcome.ok else outcome
 
-    def _launch(self, case: LoadCase, spec, image_bytes: int, *, digests: bool):
-        if self.fake:
-            return None
+    def _fake_images(self, case, spec, image_bytes: int, want: np.ndarray | None = None) -> np.ndarray:
+        """The fake device's images: the oracle's (`want` where it is made already)."""
+        return want.copy() if want is not None else self._oracle(case, spec, image_bytes)
+
+    def _open_probe(self):
+        raise NotImplementedError
+
+    def _placed(self, case) -> tuple:
+        """(the case's spec at its place in the pool, its image size)."""
+        raise NotImplementedError
+
+    def _launch(self, case, spec, image_bytes: int, digests: bool):
+        raise NotImplementedError
+
+    def _oracle(self, case, spec, image_bytes: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def _compare(self, case, spec, got: np.ndarray, want: np.ndarray) -> Outcome:
+        raise NotImplementedError
+
+
+class LoadsSession(ImageSession):
+    """Tiled loads through the LoadProbe."""
+
+    def _open_probe(self):
+        from ..tma.tiled.probe import LoadProbe
+
+        return LoadProbe()
+
+    def _placed(self, case: LoadCase) -> tuple:
+        return placed(case, self.pool_base())
+
+    def _launch(self, case: LoadCase, spec, image_bytes: int, digests: bool):
         from ..tma.tiled.encode import encode_tiled
 
         assert self.probe is not None  # a session on the device opened one
@@ -191,13 +217,14 @@ class LoadsSession(Session):
         return expected_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
                                poison=case.poison)
 
-    def _images(self, case: LoadCase, spec, image_bytes: int, pending) -> np.ndarray:
-        """The GPU's images (on the fake device, the true oracle's: planted-bug tests replace expected_images)."""
-        if pending is None:
-            window = self.host[case.offset:case.offset + spec.extent_bytes]
-            return oracle.load_images(spec, window, case.coords, box_offset=case.box_offset,
-                                      image_bytes=image_bytes, poison=case.poison)
-        return pending.wait(into=self.pinned)  # compared before the next case's download
+    def _fake_images(self, case: LoadCase, spec, image_bytes: int, want: np.ndarray | None = None) -> np.ndarray:
+        """The true oracle's images (planted-bug tests replace expected_images, which `want` came from)."""
+        window = self.host[case.offset:case.offset + spec.extent_bytes]
+        return oracle.load_images(spec, window, case.coords, box_offset=case.box_offset, image_bytes=image_bytes,
+                                  poison=case.poison)
+
+    def _compare(self, case: LoadCase, spec, got: np.ndarray, want: np.ndarray) -> Outcome:
+        return compare_images(case, spec, got, want)
 
 
 class LoadsTarget(Target):
