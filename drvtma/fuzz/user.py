@@ -118,6 +118,22 @@ class _CompileSignatures:
         return "first_call" if new else "kernel"
 
 
+def _call_kernel(session, calls: list) -> list:
+    """Your kernel's results for `calls` (LoadCall / StoreCall): in one call of a batched kernel, else one call
+    each; the time goes to the kernel's part, or to its compile part for a call with a new compile signature."""
+    t = time.perf_counter()
+    if K.is_batched(session.run):
+        results = K.batch_results(session.run(calls), len(calls))
+        _add_times(session, **{session.signatures.kernel_part(c.spec for c in calls): time.perf_counter() - t})
+        return results
+    results = []
+    for call in calls:
+        results.append(session.run(*call))
+        _add_times(session, **{session.signatures.kernel_part([call.spec]): time.perf_counter() - t})
+        t = time.perf_counter()
+    return results
+
+
 def _load_answer(case: KernelLoadCase, session: Session | None = None) -> tuple:
     """(the case's memory, the oracle's boxes): made by an oracle worker or, timed, by the session."""
     t0 = time.perf_counter()
@@ -140,16 +156,7 @@ class KernelLoadsSession(Session):
         answers = answer if answer is not None else [_load_answer(case, self) for case in cases]
         calls = [K.LoadCall(memory.copy(), K.GUARD_BYTES, c.spec, c.coords.copy()) for c, (memory, _) in
                  zip(cases, answers)]
-        t = time.perf_counter()
-        if K.is_batched(self.run):
-            results = K.batch_results(self.run(calls), len(cases))
-            _add_times(self, **{self.signatures.kernel_part(c.spec for c in cases): time.perf_counter() - t})
-        else:
-            results = []
-            for c, call in zip(cases, calls):
-                results.append(self.run(*call))
-                _add_times(self, **{self.signatures.kernel_part([c.spec]): time.perf_counter() - t})
-                t = time.perf_counter()
+        results = _call_kernel(self, calls)
         return [self._compare(c, want, r) for c, (_, want), r in zip(cases, answers, results)]
 
     def check_one(self, case: KernelLoadCase, want=None) -> Outcome:
@@ -299,16 +306,7 @@ class KernelStoresSession(Session):
         answers = answer if answer is not None else [_store_answer(c, self) for c in cases]
         calls = [K.StoreCall(memory.copy(), K.GUARD_BYTES, c.case.spec, np.array(c.case.coords, dtype=np.int64),
                              box.copy(), c.case.op) for c, (memory, _, box) in zip(cases, answers)]
-        t = time.perf_counter()
-        if K.is_batched(self.run):
-            results = K.batch_results(self.run(calls), len(cases))
-            _add_times(self, **{self.signatures.kernel_part(c.case.spec for c in cases): time.perf_counter() - t})
-        else:
-            results = []
-            for c, call in zip(cases, calls):
-                results.append(self.run(*call))
-                _add_times(self, **{self.signatures.kernel_part([c.case.spec]): time.perf_counter() - t})
-                t = time.perf_counter()
+        results = _call_kernel(self, calls)
         return [self._compare(c, memory, want, result) for c, (memory, want, _), result in zip(cases, answers, results)]
 
     def check_one(self, c: StoreFuzzCase, want=None) -> Outcome:
