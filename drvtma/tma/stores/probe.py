@@ -181,7 +181,8 @@ def region_digests(buffer: np.ndarray, regions) -> np.ndarray:
         return np.zeros(0, np.uint64)
     starts = np.array([lo for lo, _ in regions], np.int64)
     ends = np.array([hi for _, hi in regions], np.int64)
-    if (starts % 8).any() or (ends % 8).any() or starts[0] or ends[-1] != buffer.size or (starts[1:] != ends[:-1]).any():
+    if ((starts % 8).any() or (ends % 8).any() or starts[0] or ends[-1] != buffer.size
+            or (starts[1:] != ends[:-1]).any()):
         raise ValueError("region_digests: the regions must tile the buffer from byte 0 at multiples of 8")
     words = np.ascontiguousarray(buffer).view("<u8")
     first = starts // 8
@@ -247,48 +248,46 @@ def run_store_plan(plan: StorePlan, *, scratch: driver.ScratchBuffers | None = N
             maps[i] = np.frombuffer(tmap.to_bytes(), np.uint8)
         laps("encode")
         maps_buf, jobs_buf, img_buf = buffer("maps", maps), buffer("jobs", plan.jobs), buffer("images", plan.images)
+        digested = plan.digests is not None and bool(cases)  # the oracle's digests came with the plan
+        if digested:  # (uploaded before the launch: a copy after it would wait for the stores)
+            bounds_buf = buffer("bounds", np.array([lo for lo, _ in plan.regions] + [plan.regions[-1][1]], np.int64))
+            digests_buf = (scratch.get("digests", 8 * len(cases)) if scratch is not None
+                           else owned.enter_context(driver.DeviceBuffer(8 * len(cases))))
         kernel.launch(maps_buf, jobs_buf, img_buf, len(cases), grid=max(len(cases), 1), block=PROBE_THREADS,
                       shared_mem=plan.max_image + _SMEM_SLACK)
         laps("upload+launch")
         differ = None
-        if plan.digests is not None and cases:  # the oracle's digests came with the plan: the GPU's, to compare
-            bounds = np.array([lo for lo, _ in plan.regions] + [plan.regions[-1][1]], np.int64)
-            digests_buf = (scratch.get("digests", 8 * len(cases)) if scratch is not None
-                           else owned.enter_context(driver.DeviceBuffer(8 * len(cases))))
-            _probe_module().kernel("region_digests").launch(gmem, buffer("bounds", bounds), digests_buf,
-                                                            grid=len(cases), block=PROBE_THREADS)
+        if digested:  # the GPU digests the regions it left; the buffer comes back only where one differs
+            _probe_module().kernel("region_digests").launch(gmem, bounds_buf, digests_buf, grid=len(cases),
+                                                            block=PROBE_THREADS)
             laps("upload+launch")
             differ = np.flatnonzero(digests_buf.download(np.uint64, (len(cases),)) != plan.digests)
             laps("device wait+download")
+        expected = got = None
         if differ is None or differ.size:  # the buffer itself, compared byte for byte
             if plan.expected is None:  # the oracle while the launch runs (the download below waits for it)
                 store_oracle(plan)
                 laps("oracle")
             got = gmem.download(np.uint8, (plan.memory.size,), into=into)  # synchronous: it waits for the launch
+            expected = plan.expected
             laps("device wait+download")
     written = plan.written
     assert written is not None  # store_oracle ran, here or in the plan's maker
     counts = {"cases": len(cases), "stores": sum(c.op == STORE for c in cases),
               "reductions": sum(c.op != STORE for c in cases), "elements_written": int(sum(written))}
-    if differ is not None and not differ.size:  # every region's digest is the oracle's: the buffer stayed there
-        none = np.empty(0, np.int64)
-        results = [CaseResult(case, bases[i], none, plan.boxes[i]) for i, case in enumerate(cases)]
-        laps("compare")
-        if timing is not None:
-            for phase, seconds in laps.spent.items():
-                timing[phase] += seconds
-        return StoreBatchResult(results, plan.memory, None, None, counts)
-    expected = plan.expected
-    assert expected is not None  # store_oracle ran, here or in the plan's maker
-    # one pass over the whole buffer (most batches differ nowhere), then each case's offsets by its region
-    differing = differing_bytes(expected, got)
-    los, his = (np.searchsorted(differing, [r[j] for r in plan.regions]) for j in (0, 1))
-    results = [CaseResult(case, bases[i], differing[los[i]:his[i]], plan.boxes[i]) for i, case in enumerate(cases)]
-    for i in (differ.tolist() if differ is not None else []):
-        if results[i].mismatched_bytes.size == 0:
-            results[i].digest_disagreement = ("its region's digest on the GPU differs from the oracle's, but every "
-                                              "byte is the same: the probe's region_digests kernel and "
-                                              "region_digests disagree, a drvtma bug")
+    if expected is None or got is None:  # every region's digest is the oracle's: the buffer stayed on the GPU
+        results = [CaseResult(case, bases[i], np.empty(0, np.int64), plan.boxes[i]) for i, case in enumerate(cases)]
+    else:
+        # one pass over the whole buffer (most batches differ nowhere), then each case's offsets by its region
+        differing = differing_bytes(expected, got)
+        los, his = (np.searchsorted(differing, [r[j] for r in plan.regions]) for j in (0, 1))
+        results = [CaseResult(case, bases[i], differing[los[i]:his[i]], plan.boxes[i])
+                   for i, case in enumerate(cases)]
+        for i in (differ.tolist() if differ is not None else []):
+            if results[i].mismatched_bytes.size == 0:
+                results[i].digest_disagreement = ("its region's digest on the GPU differs from the oracle's, but "
+                                                  "every byte is the same: the probe's region_digests kernel and "
+                                                  "region_digests disagree, a drvtma bug")
     laps("compare")
     if timing is not None:
         for phase, seconds in laps.spent.items():
