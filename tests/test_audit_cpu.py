@@ -433,7 +433,7 @@ def test_the_pointer_reader_reads_device_memory_once_the_launch_ran_and_stops_af
     raw = encode_bytes(spec_2d(), ADDRESS)
     null = bytes(8) + raw[8:]  # a map whose address is left for later
     device = {0x7F00_0000_0000: bytes(64) + raw + bytes(4096),  # one allocation: a map 64 B in
-              0x7E00_0000_0000: bytes(8192) + null + bytes(64)}  # another: only map-like bytes, 8 KiB in
+              0x7E00_0000_0000: bytes(1024) + null + bytes(64)}  # another: only map-like bytes, 1 KiB in
     state = {"busy": False, "capturing": False, "queries": 0}
 
     def query(stream):
@@ -462,11 +462,11 @@ def test_the_pointer_reader_reads_device_memory_once_the_launch_ran_and_stops_af
     args = b"".join(p.to_bytes(8, "little") for p in (0x7F00_0000_0000, 0x5500_0000_0000, 0x7E00_0000_0000))
     found, note = reader(0, args)
     assert note == "" and found == [{"offset": 0, "pointer": 0x7F00_0000_0000, "delta": 64, "map": raw.hex()},
-                                    {"offset": 16, "pointer": 0x7E00_0000_0000, "delta": 8192, "map": null.hex(),
+                                    {"offset": 16, "pointer": 0x7E00_0000_0000, "delta": 1024, "map": null.hex(),
                                      "near": "a map the driver would write but for its null address"}]
     launch = Launch(1, "cuLaunchKernel", "k", (1, 1, 1), (1, 1, 1), 0, args, None, None, "other", "", behind=found[1:])
     j = judge([launch])
-    assert not j.maps and j.near_maps == {0: [(16, "8192 B past the pointer there: a map the driver would write "
+    assert not j.maps and j.near_maps == {0: [(16, "1024 B past the pointer there: a map the driver would write "
                                                    "but for its null address")]}
     state["capturing"] = True
     assert reader(0, args) == (None, "not read: the stream is capturing a graph")

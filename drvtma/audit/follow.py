@@ -18,7 +18,7 @@ from .structs import MAP_BYTES
 POINTER_ALIGN = 16  # device allocations and the structures in them start at least this aligned
 MAP_ALIGN = 64  # a map in global memory
 MAX_POINTERS = 32  # argument words followed per launch
-READ_BYTES = 64 << 10  # read behind each pointer, clipped to its allocation (a workspace may keep maps far in)
+READ_BYTES = 4096  # read behind each pointer, clipped to its allocation (each 64-B window costs ~0.1 ms to judge)
 MAX_NEAR = 4  # map-like windows kept per pointer, where no map is behind it
 MAX_FOLLOWED = 512  # distinct launches followed per run (the rest say so)
 WAIT_S = 5.0  # how long a launch may run before its pointers are left unread
@@ -42,7 +42,7 @@ def pointer_words(arguments: bytes, skip=()) -> list[tuple[int, int]]:
 
 def maps_in_memory(data: bytes, address: int, accept) -> list[tuple[int, bytes]]:
     """(bytes past `address`, the 128 bytes) of each 64-byte-aligned window of `data` (read at `address`) that
-    `accept` takes (plausible maps; or, given findings.near_miss, windows that look like one)."""
+    `accept` takes."""
     first = -address % MAP_ALIGN
     return [(d, data[d:d + MAP_BYTES]) for d in range(first, len(data) - MAP_BYTES + 1, MAP_ALIGN)
             if any(data[d:d + MAP_BYTES]) and accept(data[d:d + MAP_BYTES])]
@@ -54,14 +54,13 @@ class PointerReader:
     128 bytes as hex), with "near" (why it only looks like a map) for the map-like windows behind a pointer with no
     map; or None with `note` saying why nothing was read."""
 
-    def __init__(self, plausible=None):
+    def __init__(self):
         from cuda.bindings import driver as cu
 
-        from ..tma.maps.findings import near_miss, plausibility
+        from ..tma.maps.findings import map_or_lead
 
         self.cu = cu
-        self.plausible = plausible or (lambda w: plausibility(w).plausible)
-        self.near_miss = near_miss
+        self.map_or_lead = map_or_lead
         a = cu.CUpointer_attribute
         self.attributes = [a.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                            a.CU_POINTER_ATTRIBUTE_RANGE_SIZE]
@@ -97,6 +96,14 @@ class PointerReader:
         if why:
             return None, why
         found = []
+        looked: dict[bytes, tuple[bool, str | None]] = {}
+
+        def worth(window: bytes) -> bool:
+            """A map, or a lead (kept only where no map is behind its pointer); each window judged once."""
+            if window not in looked:
+                looked[window] = self.map_or_lead(window)
+            return looked[window] != (False, None)
+
         for offset, value in pointer_words(arguments, skip):
             err, attrs = cu.cuPointerGetAttributes(len(self.attributes), self.attributes, value)
             if err != cu.CUresult.CUDA_SUCCESS or int(attrs[0]) not in self.device_types:
@@ -109,11 +116,11 @@ class PointerReader:
             (err,) = cu.cuMemcpyDtoHAsync(data.ctypes.data, value, n, s)  # on the launch's stream, now idle
             if err != cu.CUresult.CUDA_SUCCESS or self._wait(s):
                 continue
-            maps = maps_in_memory(data.tobytes(), value, self.plausible)
+            windows = maps_in_memory(data.tobytes(), value, worth)
+            maps = [(delta, raw) for delta, raw in windows if looked[raw][0]]
             for delta, raw in maps:
                 found.append({"offset": offset, "pointer": value, "delta": delta, "map": raw.hex()})
             if not maps:
-                for delta, raw in maps_in_memory(data.tobytes(), value, self.near_miss)[:MAX_NEAR]:
-                    found.append({"offset": offset, "pointer": value, "delta": delta, "map": raw.hex(),
-                                  "near": self.near_miss(raw)})
+                found += [{"offset": offset, "pointer": value, "delta": delta, "map": raw.hex(),
+                           "near": looked[raw][1]} for delta, raw in windows[:MAX_NEAR]]
         return found, ""

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..errors import DrvtmaError
 from ..tma.dtypes import tma_dtype
 from ..tma.im2col.spec import Im2colSpec
-from ..tma.maps.findings import explain, near_miss, plausibility
+from ..tma.maps.findings import explain, map_or_lead, plausibility
 from ..tma.tiled.decode import same_map
 from ..tma.tiled.spec import L2Promotion, Swizzle, TensorMapSpec
 from .events import Encode, Launch, Replace
@@ -175,19 +175,18 @@ def parameter_at(layout, offset: int) -> int | None:
     return None
 
 
+def _windows(arguments: bytes):
+    """(offset, 128 bytes) of the 16-aligned windows of an argument buffer that are not all zero."""
+    for o in range(0, len(arguments) - MAP_BYTES + 1, WINDOW_ALIGN):
+        window = arguments[o:o + MAP_BYTES]
+        if any(window):
+            yield o, window
+
+
 def map_windows(arguments: bytes, plausible=None) -> list[int]:
     """Offsets of the 16-aligned 128-byte windows of an argument buffer that plausibly hold a map."""
     check = plausible or (lambda w: plausibility(w).plausible)
-    return [o for o in range(0, len(arguments) - MAP_BYTES + 1, WINDOW_ALIGN)
-            if any(arguments[o:o + MAP_BYTES]) and check(arguments[o:o + MAP_BYTES])]
-
-
-def near_map_windows(arguments: bytes) -> list[tuple[int, str]]:
-    """(offset, why) of the 16-aligned windows of an argument buffer that are maps but for a null address or a few
-    stray bits (`findings.near_miss`)."""
-    found = ((o, near_miss(arguments[o:o + MAP_BYTES])) for o in range(0, len(arguments) - MAP_BYTES + 1,
-                                                                        WINDOW_ALIGN))
-    return [(o, why) for o, why in found if why]
+    return [o for o, window in _windows(arguments) if check(window)]
 
 
 def judge(events) -> Judgement:
@@ -195,11 +194,11 @@ def judge(events) -> Judgement:
     replaces = [e for e in events if isinstance(e, Replace)]
     launches = [e for e in events if isinstance(e, Launch)]
     maps: dict[bytes, MapVerdict] = {}
-    memo: dict[bytes, bool] = {}
+    memo: dict[bytes, tuple[bool, str | None]] = {}
 
-    def plausible(window: bytes) -> bool:
+    def look(window: bytes) -> tuple[bool, str | None]:  # (a plausible map, else why it looks like one or None)
         if window not in memo:
-            memo[window] = plausibility(window).plausible
+            memo[window] = map_or_lead(window)
         return memo[window]
 
     def verdict(raw: bytes) -> MapVerdict:
@@ -222,17 +221,16 @@ def judge(events) -> Judgement:
     near: dict[int, list[tuple[int, str]]] = {}
     for i, launch in enumerate(launches):
         if launch.arguments:
-            windows = map_windows(launch.arguments, plausible)
-            for o in windows:
-                raw = launch.arguments[o:o + MAP_BYTES]
-                verdict(raw).launches.append(LaunchUse(launch, o, parameter_at(launch.layout, o)))
-            if not windows:
-                near[i] = near_map_windows(launch.arguments)
+            looked = [(o, window, look(window)) for o, window in _windows(launch.arguments)]
+            for o, window, (is_map, _) in looked:
+                if is_map:
+                    verdict(window).launches.append(LaunchUse(launch, o, parameter_at(launch.layout, o)))
+            near[i] = [(o, why) for o, _, (_, why) in looked if why]
         for b in launch.behind or ():
             raw = bytes.fromhex(b["map"])
             if b.get("near"):  # a map-like window behind a pointer with no map: a lead, not a map
                 near.setdefault(i, []).append((b["offset"], f"{b['delta']} B past the pointer there: {b['near']}"))
-            elif plausible(raw):  # the reader kept plausible windows only; a replayed stream is checked again
+            elif look(raw)[0]:  # the reader kept plausible windows only; a replayed stream is checked again
                 verdict(raw).launches.append(LaunchUse(launch, b["offset"], parameter_at(launch.layout, b["offset"]),
                                                        "pointer", b["pointer"], b["delta"]))
     found = {id(u.launch) for v in maps.values() for u in v.launches}  # leads only where no map was found

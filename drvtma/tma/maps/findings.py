@@ -150,9 +150,7 @@ def _examine(obj) -> tuple:
     return raw, spec, address, refused, stray
 
 
-def plausibility(obj) -> Plausibility:
-    """Whether `obj` (anything `decode.map_bytes` reads) could be a tensor map (see the module's docstring)."""
-    raw, spec, address, refused, stray = _examine(obj)
+def _plausibility(raw, spec, address, refused, stray) -> Plausibility:
     if spec is None:
         return Plausibility(False, False, tuple(refused))
     reasons = ([] if address else ["null_address: a map's global address is never 0"]) + refused
@@ -163,14 +161,15 @@ def plausibility(obj) -> Plausibility:
     return Plausibility(not reasons, exact, tuple(reasons))
 
 
+def plausibility(obj) -> Plausibility:
+    """Whether `obj` (anything `decode.map_bytes` reads) could be a tensor map (see the module's docstring)."""
+    return _plausibility(*_examine(obj))
+
+
 NEAR_MISS_BITS = 4  # random words set dozens of the bits a driver leaves clear; a map edited by hand, a few
 
 
-def near_miss(obj) -> str | None:
-    """Why 128 bytes that are no plausible map still look like one, or None: every field a map the driver would
-    take, and only a null address (filled in later, on the device or by a copy?) or at most NEAR_MISS_BITS bits
-    where the driver writes none. What the audit lists for a kernel that issues TMA with no map in its arguments."""
-    raw, spec, address, refused, stray = _examine(obj)
+def _near(raw, spec, address, refused, stray) -> str | None:
     if spec is None or refused or not any(raw):
         return None
     bits = bin(stray).count("1")
@@ -180,6 +179,20 @@ def near_miss(obj) -> str | None:
         return f"a map the driver would write but for {bits} bit(s) it leaves clear (first at bit " \
                f"{(stray & -stray).bit_length() - 1})"
     return None
+
+
+def near_miss(obj) -> str | None:
+    """Why 128 bytes that are no plausible map still look like one, or None: every field a map the driver would
+    take, and only a null address (filled in later, on the device or by a copy?) or at most NEAR_MISS_BITS bits
+    where the driver writes none. What the audit lists for a kernel that issues TMA with no map in its arguments."""
+    return _near(*_examine(obj))
+
+
+def map_or_lead(obj) -> tuple[bool, str | None]:
+    """(whether `obj` is a plausible map, else why it looks like one (`near_miss`) or None), from one look at the
+    bytes: a scan of parameters or device memory meets many windows, each costing a decode and the rules."""
+    examined = _examine(obj)
+    return (True, None) if _plausibility(*examined).plausible else (False, _near(*examined))
 
 
 # A decoded spec's mode is its type (decode_im2col makes Im2colSpecs): isinstance says what f.im2col says, typed.
