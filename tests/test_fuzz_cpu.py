@@ -323,6 +323,11 @@ def test_a_profiled_campaign_names_its_busiest_functions(tmp_path, capsys):
     assert main(["fuzz", "loads", "--fake-device", "--examples", "4", "--devices", "0,0", "--profile",
                  str(path)]) == 2
     assert "--profile: one process's campaign only" in capsys.readouterr().err
+    (tmp_path / "a-file").write_text("")
+    for where in (tmp_path, tmp_path / "a-file" / "loads.prof"):  # a folder; a file below a file
+        assert main(["fuzz", "loads", "--fake-device", "--examples", "4", "--no-db", "--profile", str(where)]) == 2
+        err = capsys.readouterr().err
+        assert "--profile" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_stores_have_no_fake_device():

@@ -19,7 +19,17 @@ from ..fuzz.shrink import DEFAULT_DB, is_redis_url, local_db_path, open_database
 from ..fuzz.targets import get_target, target_names
 from ..fuzz.triton import MAX_SIGNATURES
 from ..runtime.figures import record_figure, table_text
-from .parser import Parser, in_file, int_at_least, json_object, list_of, natural, out_dir, seconds
+from .parser import (
+    Parser,
+    in_file,
+    int_at_least,
+    json_object,
+    list_of,
+    natural,
+    out_dir,
+    out_file_and_folder,
+    seconds,
+)
 
 DEFAULT_OUT = "drvtma-fuzz"
 
@@ -119,7 +129,7 @@ def _parser() -> Parser:
     p.add_argument("--max-boxes", type=int_at_least(1, high=4096), default=None, metavar="N",
                    help="loads targets: at most N boxes per case, one launch (default: 192 for loads, 16 for your "
                    "kernel's)")
-    p.add_argument("--profile", metavar="FILE", default=None,
+    p.add_argument("--profile", type=out_file_and_folder, metavar="FILE", default=None,
                    help="profile this process's campaign (cProfile): the stats to FILE (python -m pstats FILE) and "
                    "the 12 functions that took the most of their own time on stdout, below the phases "
                    "'what bounds the rate' names (not with --devices)")

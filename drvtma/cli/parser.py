@@ -211,6 +211,17 @@ def out_file(text: str) -> str:
     return text
 
 
+def out_file_and_folder(text: str) -> str:
+    """A file drvtma may create or overwrite, in a folder it may create."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
+    out_dir(str(path.parent))
+    return text
+
+
 def in_file(text: str) -> Path:
     """An existing, readable file."""
     path = Path(text)
