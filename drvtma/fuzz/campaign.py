@@ -132,8 +132,8 @@ def run_campaign(target: Target, options: dict, *, seed: int = 0, examples: int 
     session
         An open target session to reuse (else one is opened and closed).
     oracle_workers
-        Processes that build, class and answer the cases beside this one (loads, im2col, stores, reductions; 0: all
-        here). The same cases and verdicts; only where the time goes changes. They are spawned and import your main
+        Processes that build, class and answer the cases beside this one (loads, im2col, stores, reductions and
+        your kernel's; 0: all here). The same cases and verdicts; only where the time goes changes. They are spawned and import your main
         script: start the campaign under ``if __name__ == "__main__":``.
 
     Returns

@@ -1,15 +1,16 @@
-"""Cases prepared on worker processes (`drvtma fuzz loads|im2col --oracle-workers N`): a campaign's host spends
-most of its time in Python (building cases, classing them for coverage, and above all the NumPy oracle), so the
-workers build each case, class it and compute the oracle's images of it, batches ahead, while the campaign's own
-process only launches, waits for the GPU and compares.
+"""Cases prepared on worker processes (`drvtma fuzz TARGET --oracle-workers N`): a campaign's host spends most of
+its time in Python (building cases, classing them for coverage, and above all the NumPy oracle), so the workers
+build each case, class it and compute the oracle's answer (`target.expected_batch`: images' digests for loads and
+im2col, a batch's plan and region digests for stores, data and answers for your kernel), batches ahead, while the
+campaign's own process only launches, waits for the GPU and compares.
 
 Each worker rebuilds the session's pool of random bytes from the same seed (nothing large crosses a pipe), builds
 case i from the campaign's seed and i as the campaign would (`choosers.build_case`), and writes a whole batch's
-images into a slot: a file of a shared directory (/dev/shm where it has room, else the temporary directory) that the
-campaign keeps mapped, so the images reach it without a copy and without the pipe (whose reader thread in the
-campaign's process moved 150 MB/s on a test machine: the images of about 13,000 boxes a second). A batch larger than its
-slot gets a file of its own; only where no directory has room do the images come back through the pipe. Cases,
-labels, coverage classes and images are the in-process ones, byte for byte: the same functions on the same inputs.
+arrays into a slot: a file of a shared directory (/dev/shm where it has room, else the temporary directory) that the
+campaign keeps mapped, so they reach it without a copy and without the pipe (whose reader thread in the campaign's
+process moved 150 MB/s on a test machine). A batch larger than its slot gets a file of its own; only where no
+directory has room do the arrays come back through the pipe. Cases, labels, coverage classes and answers are the
+in-process ones, byte for byte: the same functions on the same inputs.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ import numpy as np
 from ..errors import ArgumentError, as_int
 from .choosers import build_case
 
-SLOT_BYTES = 32 << 20  # one batch's images (8 loads cases: 9 MB on average); a larger batch gets its own file
+SLOT_BYTES = 32 << 20  # one batch's arrays (a stores batch's plan: about 9 MB); a larger batch gets its own file
 MAX_WORKERS = 64
-ALIGN = 64  # each case's images start on a 64-byte boundary of the slot
+ALIGN = 64  # each array starts on a 64-byte boundary of the slot
 
 _pool: np.ndarray | None = None  # a worker's copy of the session's random bytes
 
@@ -48,14 +49,14 @@ def _ready(_: int) -> int:
     return os.getpid()
 
 
-def _write_file(path: str, images: list[np.ndarray], offsets: list[int]) -> bool:
-    """The images at their offsets of the file `path` (written, not mapped: a full directory is an error here,
+def _write_file(path: str, arrays: list[np.ndarray], offsets: list[int]) -> bool:
+    """The arrays at their offsets of the file `path` (written, not mapped: a full directory is an error here,
     where a write through a mapping would kill the worker); False when the directory has no room."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
-            for image, offset in zip(images, offsets):
-                view = memoryview(cast(Any, np.ascontiguousarray(image).reshape(-1).view(np.uint8)))
+            for array, offset in zip(arrays, offsets):
+                view = memoryview(cast(Any, np.ascontiguousarray(array).reshape(-1).view(np.uint8)))
                 done = 0
                 while done < len(view):
                     done += os.pwrite(fd, view[done:], offset + done)
@@ -66,11 +67,11 @@ def _write_file(path: str, images: list[np.ndarray], offsets: list[int]) -> bool
         return False
 
 
-def _layout(images: list[np.ndarray]) -> tuple[list[int], int]:
+def _layout(arrays: list[np.ndarray]) -> tuple[list[int], int]:
     offsets, pos = [], 0
-    for image in images:
+    for array in arrays:
         offsets.append(pos)
-        pos += -(-image.nbytes // ALIGN) * ALIGN
+        pos += -(-array.nbytes // ALIGN) * ALIGN
     return offsets, pos
 
 
@@ -111,7 +112,7 @@ def check_oracle_workers(workers) -> int:
 
 def slot_directory(need: int) -> str | None:
     """/dev/shm where it has room for `need` bytes twice over (memory, no disk behind it), else the temporary
-    directory where it has; None: neither (the images come through the pipe)."""
+    directory where it has; None: neither (the arrays come through the pipe)."""
     for path in ("/dev/shm", tempfile.gettempdir()):
         try:
             if os.path.isdir(path) and os.access(path, os.W_OK) and shutil.disk_usage(path).free >= 2 * need:
@@ -135,7 +136,7 @@ class _Slot:
     def close(self) -> None:
         try:
             self.map.close()
-        except BufferError:  # a caller still holds images of it: the mapping goes with them
+        except BufferError:  # a caller still holds arrays of it: the mapping goes with them
             pass
         try:
             os.unlink(self.path)
@@ -144,7 +145,7 @@ class _Slot:
 
 
 def _map_file(path: str) -> mmap.mmap:
-    """A batch's own file, mapped and unlinked (the mapping keeps its pages until the images are dropped)."""
+    """A batch's own file, mapped and unlinked (the mapping keeps its pages until the arrays are dropped)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         return mmap.mmap(fd, os.fstat(fd).st_size, prot=mmap.PROT_READ)
@@ -263,7 +264,7 @@ class PreparedBatches:
         self._batches = iter(batches)
         self._ahead: collections.deque = collections.deque()
         self._current: tuple | None = None
-        self._held: _Slot | None = None  # the slot of the batch taken last (its images are in use)
+        self._held: _Slot | None = None  # the slot of the batch taken last (its arrays are in use)
         self._started, self._busy0 = time.perf_counter(), pool.busy
         self._fill()
 

@@ -63,8 +63,8 @@ __device__ __forceinline__ u64 digest_mix(u64 x) {
 }
 
 // This block's image (image_bytes, a multiple of 8; in shared or global memory) digested into digests[blockIdx.x].
-// Every thread of the block calls it once the image is final (after load_one_image_by). The warps' sums meet by atomic adds in global memory, not
-// in shared memory: a static shared array would take room the largest images need.
+// Every thread of the block calls it once the image is final (after load_one_image_by). The warps' sums meet by
+// atomic adds in global memory, not in shared memory: a static shared array would take room the largest images need.
 __device__ __forceinline__ void write_image_digest(const u32* image, u32 image_bytes, u64* digests) {
     u64* out = digests + blockIdx.x;
     if (threadIdx.x == 0) *out = 0;
