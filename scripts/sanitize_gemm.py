@@ -3,10 +3,11 @@
 problem (zero-filled loads, clipped stores), and the one-consumer, inflight, unswizzled, mma.sync, 2-CTA clusters (B
 multicast along M, A along N, plain and swapped), stream-K (partial sums through a workspace) and swapped-operand
 variants (the skinny ones with L2 eviction hints on their loads, plain and multicast), the maps prefetched
-(for_problem's choice for one wave of tiles), ping-pong warpgroups on 144 tiles (some CTAs give each warpgroup a
-tile, K deeper than the ring: the turn barriers), a staging buffer per panel on 153 tiles (a tile's stores still
-draining while the CTA's next tile runs), and the convolution build (A through an im2col map, padded and strided, a
-ragged last tile); every result compared exactly with NumPy on integer data; exits non-zero on a mismatch."""
+(for_problem's choice for one wave of tiles), the stmatrix epilogue (plain and swapped: transposed), ping-pong
+warpgroups on 144 tiles (some CTAs give each warpgroup a tile, K deeper than the ring: the turn barriers), a staging
+buffer per panel on 153 tiles (a tile's stores still draining while the CTA's next tile runs), and the convolution
+build (A through an im2col map, padded and strided, a ragged last tile); every result compared exactly with NumPy on
+integer data; exits non-zero on a mismatch."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ CONFIGS = (GemmConfig(), GemmConfig(dtype="float8_e4m3fn"), GemmConfig(bm=64, co
                       evict_a="last", evict_b="first", dtype="float8_e4m3fn"),
            GemmConfig(cluster_n=2), GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, bk=256, stages=4,
                                                prefetch_maps=True, cluster_n=2, evict_a="last", evict_b="first"),
-           GemmConfig(prefetch_maps=True, dtype="float8_e4m3fn"))
+           GemmConfig(prefetch_maps=True, dtype="float8_e4m3fn"), GemmConfig(stmatrix=True),
+           GemmConfig(swap_ab=True, bm=64, bn=32, consumers=1, stages=8, stmatrix=True))
 SHAPE = (200, 264, 144)
 PINGPONG = (GemmConfig(pingpong=True, bn=128, stages=6, inflight=1), (1536, 1536, 448))
 WHOLE_TILE_STAGING = (GemmConfig(epilogue_buffers=4, stages=3), (2176, 2056, 192))

@@ -73,7 +73,8 @@ def test_a_planted_bug_is_found_shrunk_and_replayed(bug, direction, small, tmp_p
 @pytest.mark.parametrize("replay", [True, False], ids=["replay-and-shrink", "search-and-shrink"])
 def test_a_failure_shrinks_to_the_same_case_whatever_ran_before(replay, monkeypatch):
     # hypothesis' own random carries over within a process; the shrink (its case and its steps) must not depend on it
-    from hypothesis import find, strategies as st
+    from hypothesis import find
+    from hypothesis import strategies as st
 
     import drvtma.fuzz.shrink as shrink
 

@@ -68,13 +68,22 @@ CONFIGS = {
     "whole-tile staging e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", epilogue_buffers=4, stages=3, streamk=True),
     "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
     "ping-pong 128x128 whole-tile staging": GemmConfig(pingpong=True, bn=128, stages=4, epilogue_buffers=4),
+    "stmatrix": GemmConfig(stmatrix=True),
+    "stmatrix f16 whole-tile staging": GemmConfig(dtype="float16", out_dtype="float16", stmatrix=True,
+                                                  epilogue_buffers=4, stages=3),
+    "stmatrix e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", stmatrix=True, streamk=True),
+    "stmatrix ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6, stmatrix=True),
+    "stmatrix mma.sync": GemmConfig(mma="mma_sync", stmatrix=True),
+    "stmatrix swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8, stmatrix=True),
+    "stmatrix swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
+                                                         prefetch_maps=True, stmatrix=True),
 }
 
 
 # One NVRTC build of the GEMM per configuration (seconds each, 40 of them): the default run builds one of each kind
 # (dtype, mma.sync, cluster, stream-K, ping-pong, swapped, staging); the others are `-m slow`.
 FAST_CONFIGS = ("bf16", "e4m3", "mma.sync", "cluster 2", "stream-K", "ping-pong 128x128", "swapped 64x16",
-                "whole-tile staging")
+                "whole-tile staging", "stmatrix", "stmatrix swapped 64x16")
 
 
 @pytest.fixture(scope="module", params=[n if n in FAST_CONFIGS else pytest.param(n, marks=pytest.mark.slow)
@@ -110,7 +119,16 @@ def test_every_configuration_compiles_to_the_instructions_it_claims(built):
     # (plus the barriers' initialisation fence)
     whole_tile = cfg.epilogue_buffers >= cfg.epilogue_panels
     assert ops["FENCE.VIEW.ASYNC.S"] == 1 + loops * (1 if whole_tile else cfg.epilogue_panels)
-    assert sass.has_opcode(ops, "STS.U16") == cfg.swap_ab  # the transposed staging writes one 16-bit value each
+    # the transposed staging writes one 16-bit value each; stmatrix four 8x8 matrices (swapped: transposed) each
+    assert sass.has_opcode(ops, "STS.U16") == (cfg.swap_ab and not cfg.stmatrix)
+    stsm = "STSM.16.MT88.4" if cfg.swap_ab else "STSM.16.M88.4"
+    assert count("STSM") == ops.get(stsm, 0)
+    if not cfg.stmatrix:
+        assert not count("STSM")
+    elif cfg.mma == "wgmma":  # one per 16 columns of each atom's tile, unrolled
+        assert ops[stsm] == loops * cfg.m_atoms * cfg.bn // 16
+    else:  # a warp's columns depend on its index: every panel's loop holds all of them, guarded
+        assert ops[stsm] >= loops * cfg.bn // 16
     assert ops.get("UTMACCTL.PF", 0) == 3 * cfg.prefetch_maps  # prefetch.tensormap of A, B and C
     assert sass.has_opcode(ops, "USETMAXREG.DEALLOC.CTAPOOL") == cfg.setmaxnreg
     assert sass.has_opcode(ops, "USETMAXREG.TRY_ALLOC.CTAPOOL") == cfg.setmaxnreg
@@ -194,25 +212,29 @@ def test_a_wrong_descriptor_is_caught_by_the_model():
         assert not np.array_equal(model.mainloop(cfg, a, b, wrong), want)
 
 
-@pytest.mark.parametrize("name", ["bf16", "bf16->f32", "mma.sync", "mma.sync f16 128x128 64B"])
+@pytest.mark.parametrize("name", ["bf16", "bf16->f32", "mma.sync", "mma.sync f16 128x128 64B", "swapped 64x16",
+                                  "swapped 128x128 stream-K", "stmatrix", "stmatrix f16 whole-tile staging",
+                                  "stmatrix mma.sync", "stmatrix swapped 64x16",
+                                  "stmatrix swapped 64x128, 2 panels of K"])
 def test_epilogue_writes_where_the_swizzled_tma_store_reads(name):
-    """Each thread's accumulator pair lands at the staging byte a 128B-swizzled store box reads for the pair's
-    row and column, and that is where the accumulator belongs (wgmma accumulator map / mma.sync D fragment);
-    over the panels every output of the warpgroup's 64 x bn slice is written exactly once."""
+    """Each output of a thread's accumulators lands at the staging byte a 128B-swizzled store box reads for its row
+    and column (swapped: the box of C^T's rows, so the tile's column is the box's row), and that is where the
+    accumulator belongs (wgmma accumulator map / mma.sync D fragment); over the panels every output of an atom's
+    64 x bn slice is written exactly once. With stmatrix, the kernel's lane addresses go through the instruction's
+    fragment layout (model._stmatrix_x4)."""
     cfg = CONFIGS[name]
-    e, cols = cfg.out_itemsize, 128 // cfg.out_itemsize
-    box = TensorMapSpec.create(cfg.out_dtype, (64, cols), (64, cols), swizzle=Swizzle.B128)
+    e, width = cfg.out_itemsize, cfg.epilogue_width
+    box_shape = (width, 128 // e) if cfg.swap_ab else (64, width)
+    box = TensorMapSpec.create(cfg.out_dtype, box_shape, box_shape, swizzle=Swizzle.B128)
     addresses = tma_oracle.box_row_addresses(box, 0)
     true_row, true_col = model.accumulator_positions(cfg)
     seen = np.zeros((64, cfg.bn), int)
-    for panel in range(cfg.bn // cols):
-        at, row, col, thread, pair = model.staging_addresses(cfg, panel)
-        np.testing.assert_array_equal(at, addresses[row, col * e])
-        np.testing.assert_array_equal(row, true_row[thread, pair])
-        np.testing.assert_array_equal(col + panel * cols, true_col[thread, pair])
-        np.testing.assert_array_equal(true_col[thread, pair + 1], true_col[thread, pair] + 1)
-        np.add.at(seen, (row, col + panel * cols), 1)
-        np.add.at(seen, (row, col + panel * cols + 1), 1)
+    for panel in range(cfg.bn // width):
+        at, row, col, thread, value = model.staged_outputs(cfg, panel)
+        np.testing.assert_array_equal(at, addresses[col, row * e] if cfg.swap_ab else addresses[row, col * e])
+        np.testing.assert_array_equal(row, true_row[thread, value])
+        np.testing.assert_array_equal(col + panel * width, true_col[thread, value])
+        np.add.at(seen, (row, col + panel * width), 1)
     assert (seen == 1).all()
 
 

@@ -36,6 +36,7 @@ BREAKS_ALONE = {
     "tile_m": {"bm": 96},
     "tile_n": {"bn": 200},
     "tile_k": {"bk": 40},
+    "stmatrix_epilogue": {"stmatrix": True, "out_dtype": "float32"},
     "mma_sync_tile": {"mma": "mma_sync", "bm": 128, "bn": 128, "consumers": 1},
     "mma_sync_dtype": {"mma": "mma_sync", "dtype": "float8_e4m3fn"},
     "accumulator_registers": {"bm": 128, "consumers": 1},

@@ -277,18 +277,22 @@ __device__ __forceinline__ void profile_put(u64* profile, int slot, u64 value) {
 #endif
 }
 
-// Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
-__device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi) {
-#if GEMM_OUT == 2
-    *reinterpret_cast<float2*>(at) = make_float2(lo, hi);
-#else
+// Two outputs in a 16-bit output type, `lo` in the low half (the lower column).
+__device__ __forceinline__ u32 pack_pair(float lo, float hi) {
     u32 packed;
 #if GEMM_OUT == 0
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
 #else
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
 #endif
-    *reinterpret_cast<u32*>(at) = packed;
+    return packed;
+}
+// Two outputs (columns c, c + 1 of one row) in the output type: 4 bytes for 16-bit outputs, 8 for fp32.
+__device__ __forceinline__ void store_pair(unsigned char* at, float lo, float hi) {
+#if GEMM_OUT == 2
+    *reinterpret_cast<float2*>(at) = make_float2(lo, hi);
+#else
+    *reinterpret_cast<u32*>(at) = pack_pair(lo, hi);
 #endif
 }
 
@@ -305,6 +309,24 @@ __device__ __forceinline__ void store_one(unsigned char* at, float v) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
 #endif
     *reinterpret_cast<unsigned short*>(at) = h;
+}
+
+// GEMM_STMATRIX = 1 (16-bit C): the epilogue writes four 8x8 matrices of C per instruction (stmatrix .x4) instead of
+// one pair (swapped: one value) per store. Lane l gives the address of row l % 8 of matrix l / 8; register j of
+// thread t holds row t / 4, columns 2 (t % 4), +1 of matrix j: the m16n8 accumulator fragment, so the registers are
+// the pairs as they are. .trans stores each matrix transposed (the swapped epilogue's C rows are tile columns).
+#ifndef GEMM_STMATRIX
+#define GEMM_STMATRIX 0
+#endif
+static_assert(!GEMM_STMATRIX || (OUT_BYTES == 2 && ND % 8 == 0), "stmatrix stores 16-bit C, 16 columns at a time");
+__device__ __forceinline__ void stmatrix_x4(u32 addr, u32 r0, u32 r1, u32 r2, u32 r3) {
+#if GEMM_SWAP_AB
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                 ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#else
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 ::"r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+#endif
 }
 
 // One staged panel of C out through TMA: rows row0.. of the tile at its columns col0.. (swapped: the tile's rows
@@ -638,6 +660,26 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                 if (store_issuer) bulk_wait_read<EPI_BUFS - 1>();  // the store that last read this buffer is done
                 warpgroup_bar(1 + cw);
             }
+#if GEMM_STMATRIX
+            // pairs i0, i0 + 2, i0 + 4, i0 + 6 are four 8x8 matrices: rows 0-7 | 8-15 of column blocks b | b + 8
+            const int lane = t % 32, mat = lane >> 3, mrow = lane & 7;
+#pragma unroll
+            for (int i0 = 0; i0 < ND; i0 += 8) {
+                if (acc_col_block(i0, w) - p * EPI_W < 0 || acc_col_block(i0, w) - p * EPI_W >= EPI_W) continue;
+                const int row = acc_row(i0 + 2 * mat, w, mrow);  // the row (swapped: column) this lane addresses
+                const int block = acc_col_block(i0 + 2 * mat, w) - p * EPI_W;
+#if GEMM_SWAP_AB
+                const u32 at = staged_at(block + mrow, (row - mrow) * OUT_BYTES);  // a column of C^T's 8 rows
+#else
+                const u32 at = staged_at(row, block * OUT_BYTES);  // 8 columns of one row: 16 bytes
+#endif
+                float (&v)[ND] = acc[a];
+                stmatrix_x4(smem_u32(buf) + at, pack_pair(v[i0] * alpha, v[i0 + 1] * alpha),
+                            pack_pair(v[i0 + 2] * alpha, v[i0 + 3] * alpha),
+                            pack_pair(v[i0 + 4] * alpha, v[i0 + 5] * alpha),
+                            pack_pair(v[i0 + 6] * alpha, v[i0 + 7] * alpha));
+            }
+#else
 #pragma unroll
             for (int i = 0; i < ND; i += 2) {  // accumulator pair (i, i + 1): one row, two columns
                 const int row = acc_row(i, w, g);
@@ -652,6 +694,7 @@ __device__ __forceinline__ void consume(unsigned char* ring, unsigned char* stag
                            acc[a][i + 1] * alpha);
 #endif
             }
+#endif
             if (!EPI_WHOLE_TILE) {
                 fence_proxy_async_shared();  // generic-proxy writes -> the TMA store reads them
                 warpgroup_bar(1 + cw);

@@ -32,6 +32,7 @@ FIELD_HELP = {
     "pingpong": "the consumers take whole tiles in turn", "swap_ab": "compute C^T = B . A^T (a small M becomes N)",
     "prefetch_maps": "prefetch the tensor maps before the first load",
     "l2_promotion": ", ".join(L2_PROMOTIONS), "epilogue_buffers": "staging buffers per consumer",
+    "stmatrix": "write the epilogue's staging with stmatrix (16-bit C)",
     "evict_a": f"A's L2 priority: {', '.join(L2_EVICTS)}", "evict_b": f"B's L2 priority: {', '.join(L2_EVICTS)}",
 }
 

@@ -42,6 +42,7 @@ CLAIMS: dict[str, tuple[str, tuple, dict]] = {
     "FP8 1.5-2x FP16": ("dtype", ("float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"), {}),
     "2-CTA multicast": ("cluster_m", (1, 2), {}),
     "traditional mma ~50% of peak": ("mma", ("mma_sync", "wgmma"), {}),
+    "(drvtma's) stmatrix epilogue": ("stmatrix", (False, True), {}),
 }
 
 

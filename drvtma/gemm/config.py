@@ -17,6 +17,8 @@ Fields and the claim each one answers (drvtma sweep gemm / bench gemm --claims, 
   epilogue overlaps the other's main loop; swap_ab: C^T = B . A^T, a small M becomes wgmma's N;
 - prefetch_maps: the producer prefetches the three tensor maps (prefetch.tensormap) before its first load;
 - evict_a, evict_b: the L2 priority ("normal", "first", "last") of A's and B's loads (C's operands, also swapped);
+- stmatrix: the epilogue writes the staging buffers with stmatrix (four 8x8 matrices of 16-bit C per instruction;
+  swapped, transposed) instead of one 32-bit pair (swapped: one 16-bit value) per store;
 - epilogue_buffers: staging buffers (64 rows x 128 B of C) per consumer warpgroup; as many as the warpgroup's
   tile has panels: one barrier pair per tile, and the stores drain while the next main loop runs.
 """
@@ -100,6 +102,7 @@ class GemmConfig:
     epilogue_buffers: int = 2
     evict_a: str = "normal"
     evict_b: str = "normal"
+    stmatrix: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
@@ -109,7 +112,7 @@ class GemmConfig:
             value = getattr(self, name)
             if not (name == "bk" and value is None):
                 object.__setattr__(self, name, as_int(value, name, error=GemmError, rule="type"))
-        for name in ("setmaxnreg", "persistent", "streamk", "pingpong", "swap_ab", "prefetch_maps"):
+        for name in ("setmaxnreg", "persistent", "streamk", "pingpong", "swap_ab", "prefetch_maps", "stmatrix"):
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):
                 raise GemmError("type", name, value, f"give {name}=True or False", f"{type(value).__name__} is not "
@@ -279,7 +282,7 @@ class GemmConfig:
             "GEMM_CLUSTER_N": self.cluster_n,
             "GEMM_STREAMK": int(self.streamk), "GEMM_PINGPONG": int(self.pingpong), "GEMM_SWAP_AB": int(self.swap_ab),
             "GEMM_PREFETCH_MAPS": int(self.prefetch_maps), "GEMM_EPI_BUFS": self.epilogue_buffers,
-            "GEMM_EPI_PANELS": self.epilogue_panels,
+            "GEMM_EPI_PANELS": self.epilogue_panels, "GEMM_STMATRIX": int(self.stmatrix),
             **dict(zip(("GEMM_EVICT_A", "GEMM_EVICT_B"), self.kernel_operands(L2_EVICTS[self.evict_a],
                                                                              L2_EVICTS[self.evict_b]))),
         }
@@ -335,4 +338,5 @@ class GemmConfig:
                 + (", swapped A and B" if self.swap_ab else "") + (", maps prefetched" if self.prefetch_maps else "")
                 + (f", L2 promotion {self.l2_promotion}" if self.l2_promotion != "none" else "")
                 + "".join(f", {x} evict_{v}" for x, v in (("A", self.evict_a), ("B", self.evict_b)) if v != "normal")
-                + (f", {self.epilogue_buffers} staging buffers" if self.epilogue_buffers != 2 else ""))
+                + (f", {self.epilogue_buffers} staging buffers" if self.epilogue_buffers != 2 else "")
+                + (", stmatrix epilogue" if self.stmatrix else ""))

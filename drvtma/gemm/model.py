@@ -5,8 +5,9 @@ wgmmas read from a stage and where the epilogue writes each accumulator.
   load oracle, the kernel's box offsets, zero fill past the edges), the operands every k-step of every consumer
   reads through the descriptors the kernel is compiled with (GEMM_DESC_A / GEMM_DESC_B, decoded, moved as
   wgmma_desc_at moves them), summed in float64: the fp32 accumulators of a kernel whose descriptors are right.
-- `staging_addresses(config)`: the byte in a staging buffer each (thread, accumulator pair) of one epilogue panel
-  goes to, as cu/gemm/gemm_ws.cu computes it; the tests compare it with where a 128B-swizzled TMA store reads.
+- `staged_outputs(config, panel)`: the byte in a staging buffer each (thread, accumulator value) of one epilogue
+  panel goes to, as cu/gemm/gemm_ws.cu computes it (through stmatrix where the kernel uses it); the tests compare
+  it with where a 128B-swizzled TMA store reads.
 """
 
 from __future__ import annotations
@@ -172,26 +173,68 @@ def accumulator_positions(config: GemmConfig) -> tuple[np.ndarray, np.ndarray]:
     return 16 * mi + g + 8 * (r >> 1), w * (config.bn // 4) + 8 * j + 2 * c + (r & 1)
 
 
-def staging_addresses(config: GemmConfig, panel: int
-                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every (thread, pair i) the epilogue writes in panel `panel`: (staging byte, row, column in the panel) of the
-    pair's first output, by the kernel's acc_row / acc_col_block and swizzled address, written out; then the
-    thread and the pair index i of each."""
-    out_bytes = config.out_itemsize
-    epi_cols = 128 // out_bytes
+def _acc_row_block(config: GemmConfig, i, w, g):
+    """The kernel's acc_row(i, w, g) and acc_col_block(i, w)."""
     nb = config.bn // 32
+    if config.mma == "mma_sync":
+        return 16 * ((i >> 2) // nb) + g + 8 * ((i >> 1) & 1), w * (config.bn // 4) + 8 * ((i >> 2) % nb)
+    return 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 0 * w
+
+
+def _staged(row, byte):
+    """The kernel's staged_at: byte `byte` of row `row` of a 128B-swizzled staging buffer."""
+    return row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
+
+
+def _stmatrix_x4(lane_addr, trans: bool):
+    """stmatrix .x4 .b16 (PTX ISA): (32 lanes) row addresses -> (32 threads, 4 registers, 2 halves) the shared
+    byte each 16-bit half lands at. Lane 8j + r gives row r of matrix j; register j of thread t holds row t / 4,
+    columns 2 (t % 4) and + 1 (low half first) of matrix j; .trans stores element (r, c) at row c, column r."""
+    t, j, e = np.arange(32)[:, None, None], np.arange(4)[None, :, None], np.arange(2)[None, None, :]
+    r, c = t // 4, 2 * (t % 4) + e
+    return lane_addr[8 * j + c] + 2 * r if trans else lane_addr[8 * j + r] + 2 * c
+
+
+def staged_outputs(config: GemmConfig, panel: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every output the epilogue writes into the staging buffer of panel `panel` of one m64 atom, by the kernel's
+    addresses written out: (staging byte, the output's row in the atom, its column in the panel, thread, accumulator
+    value index). With stmatrix the kernel gives lane addresses and stmatrix (`_stmatrix_x4`) places the values;
+    else each thread stores pair (i, i + 1) itself (swapped: each value)."""
+    e, width = config.out_itemsize, config.epilogue_width
+    if config.stmatrix:
+        return _stmatrix_outputs(config, panel)
     t = np.arange(128)[:, None]
     w, g, c = t // 32, (t % 32) // 4, t % 4
     i = np.arange(0, config.bn // 2, 2)[None, :]
-    if config.mma == "mma_sync":
-        row = 16 * ((i >> 2) // nb) + g + 8 * ((i >> 1) & 1)
-        block = w * (config.bn // 4) + 8 * ((i >> 2) % nb) - panel * epi_cols
-    else:
-        row = 16 * w + g + 8 * ((i >> 1) & 1)
-        block = 8 * (i >> 2) - panel * epi_cols + 0 * w
-    row = np.broadcast_to(row, block.shape)
-    keep = (block >= 0) & (block < epi_cols)
-    byte = (block + 2 * c) * out_bytes
-    at = row * 128 + ((((byte >> 4) ^ (row & 7)) << 4) | (byte & 15))
+    row, block = _acc_row_block(config, i, w, g)
+    row, block = np.broadcast_arrays(row, block - panel * width)
+    keep = (block >= 0) & (block < width)
     tt, ii = np.nonzero(keep)
-    return at[keep], row[keep], (block + 2 * c)[keep], tt, 2 * ii
+    row, col = row[keep], (block + 2 * c)[keep]
+    # the pair's two values: one 32-bit (fp32: 64-bit) store of (row, col) and (row, col + 1); swapped, a 16-bit
+    # store each, at row col (+ 1) of the staged C^T
+    at = [_staged(col + v, row * e) if config.swap_ab else _staged(row, col * e) + v * e for v in (0, 1)]
+    return (np.concatenate(at), np.tile(row, 2), np.concatenate([col, col + 1]), np.tile(tt, 2),
+            np.concatenate([2 * ii, 2 * ii + 1]))
+
+
+def _stmatrix_outputs(config: GemmConfig, panel: int):
+    width = config.epilogue_width
+    lane = np.arange(32)
+    mat, mrow = lane >> 3, lane & 7
+    out = []
+    for w in range(4):
+        for i0 in range(0, config.bn // 2, 8):
+            if not 0 <= _acc_row_block(config, i0, w, 0)[1] - panel * width < width:
+                continue
+            row, block = _acc_row_block(config, i0 + 2 * mat, w, mrow)  # the kernel's lane addresses
+            block = block - panel * width
+            lane_addr = _staged(block + mrow, (row - mrow) * 2) if config.swap_ab else _staged(row, block * 2)
+            at = _stmatrix_x4(lane_addr, config.swap_ab)  # (thread, register j, half h): value i0 + 2j + h
+            t, j, h = np.meshgrid(np.arange(32), np.arange(4), np.arange(2), indexing="ij")
+            value = i0 + 2 * j + h
+            row_v, block_v = _acc_row_block(config, value, w, t // 4)  # where the kernel means value to go
+            out.append((at.ravel(), row_v.ravel(), (block_v - panel * width + 2 * (t % 4) + h).ravel(),
+                        (32 * w + t).ravel(), value.ravel()))
+    return tuple(np.concatenate(parts) for parts in zip(*out))

@@ -187,6 +187,10 @@ GEMM_RULES = _gated((
     Rule(("tile_k",), _tile_k_holds,
          _one("tile_k", "bk", _field("k_tile"), lambda c: f"use a multiple of {max(c.panel_elems, 32 // c.itemsize)} "
               f"(whole {c.span}-B panels and 32-B wgmma k-steps)")),
+    Rule(("stmatrix_epilogue",), lambda c: not c.stmatrix or (c.out_itemsize == 2 and c.bn % 16 == 0),
+         _one("stmatrix_epilogue", "stmatrix", _field("stmatrix"),
+              "use it with a bfloat16 or float16 C and a bn that is a multiple of 16",
+              "stmatrix stores 8x8 matrices of 16-bit values, four at a time (16 columns of the tile)")),
     Rule(("mma_sync_tile",), lambda c: c.mma != "mma_sync" or (c.m_atoms == 1 and c.bn % 64 == 0),
          _one("mma_sync_tile", "bm, bn", lambda c: (c.bm, c.bn),
               lambda c: f"use bm = {64 * c.consumers} (64 rows per consumer) and bn 128 or 256",
