@@ -85,14 +85,15 @@ class FakeGemm:
         def run():
             _product(a, b, c, m, n, k, cfg.dtype, cfg.out_dtype, alpha, wrong=cfg.label() in FakeGemm.wrong_for)
 
-        return _Ctx(_BoundOp(run, c))
+        return _Ctx(_BoundOp(run, c, 0.64 if cfg.stmatrix else 0.8))
 
 
 class _BoundOp:
-    """Like BoundGemm: `launch` is a method, so each access gives a new bound-method object (as on the GPU)."""
+    """Like BoundGemm: `launch` is a method, so each access gives a new bound-method object (as on the GPU). `ms`:
+    what the fake timer says each run takes (the stmatrix epilogue is faster here, for --versus)."""
 
-    def __init__(self, run, c):
-        self._run, self._c = run, c
+    def __init__(self, run, c, ms=0.8):
+        self._run, self._c, self.ms = run, c, ms
 
     def launch(self):
         self._run()
@@ -129,7 +130,8 @@ def fake_gpu(monkeypatch, tmp_path):
             launch()
         calls.append(runs)
         cublas = getattr(launch, "release", None)
-        return timing.Timing(tuple([1.0 if cublas else 0.8] * runs), retaken=0 if cublas else 1)
+        ms = 1.0 if cublas else getattr(launch, "__self__").ms  # a drvtma launch: its configuration's time
+        return timing.Timing(tuple([ms] * runs), retaken=0 if cublas else 1)
 
     monkeypatch.setattr(driver, "DeviceBuffer", FakeBuffer)
     monkeypatch.setattr(driver, "device_properties", lambda: SimpleNamespace(l2_bytes=1 << 12, sm_count=132))
@@ -174,12 +176,63 @@ def test_bench_verifies_times_abba_and_records_figures(fake_gpu, tmp_path):
     assert lines[0]["tflops"] == round(2 * 2048 * 2048 * 64 / 0.8e-3 / 1e12, 1)
     csv = result.csv_text().splitlines()
     assert len(csv) == 5 and csv[0].startswith("dtype,m,n,k")
-    assert csv[1].endswith(",0.8000|0.8000|0.8000|0.8000,1.0000|1.0000|1.0000|1.0000,1.2500|1.2500")  # runs, pairs
+    # runs, pairs, and no variant (no --versus)
+    assert csv[1].endswith(",0.8000|0.8000|0.8000|0.8000,1.0000|1.0000|1.0000|1.0000,1.2500|1.2500,,,,,,")
     cells = [[c.strip() for c in line.split("|")[1:-1]] for line in result.markdown("drvtma bench gemm").splitlines()
              if line.startswith("| ")]  # the Markdown table (tabulate pads its columns)
     assert ["bfloat16", "2048", "2048", "64"] in [row[:4] for row in cells]
     assert ["1.250", "1.250-1.250"] in [row[6:8] for row in cells]  # the median, then the pairs' range
     assert "fake cuBLAS" in result.text()
+
+
+def test_versus_times_a_variant_in_the_same_rounds_and_reports_its_speedup(fake_gpu, monkeypatch):
+    """--versus stmatrix=true: each point's configuration (for_problem's, swapped for the skinny one) and the same
+    with the change, verified, then timed in rounds drvtma, variant, cuBLAS, cuBLAS, variant, drvtma; the variant's
+    speed-up over drvtma and its own ratio to cuBLAS per round and as medians, in the text, CSV, Markdown and the
+    figure line. A variant a rule refuses is named with the rule; a wrong one is not timed and fails the command."""
+    shapes = ((2048, 2048, 64), (16, 512, 128))
+    result = bench.run_gemm_bench(GemmConfig(), shapes=shapes, runs=4, warmups=0, pairs=2, versus={"stmatrix": True})
+    assert fake_gpu.calls == [1] * 24  # 2 rounds of 6 halves, one run each, per point
+    for p in result.points:
+        assert "stmatrix epilogue" in p.versus_config and p.versus_config.startswith(p.config) and not p.versus_note
+        assert p.versus_pair_speedups == (1.25, 1.25) and p.versus_speedup == pytest.approx(1.25)
+        assert p.versus_pair_ratios == (1.5625, 1.5625) and p.ratio == pytest.approx(1.25)  # the base's unchanged
+    assert "swapped A and B" in result.points[1].versus_config  # the change is made to for_problem's choice
+    lines = [json.loads(x) for x in fake_gpu.jsonl.read_text().splitlines()]
+    assert [f["versus"]["speedup"] for f in lines] == [1.25, 1.25] and lines[0]["versus"]["pair_speedups"] == [1.25] * 2
+    assert "versus: x1.250 (1.250-1.250), ratio 1.562" in result.text() and "stmatrix=True" in result.text()
+    head, first = result.csv_text().splitlines()[:2]
+    assert head.endswith("versus_config,versus_ms,versus_ratio,versus_speedup,versus_pair_speedups,versus_note")
+    assert first.endswith(",0.6400,1.562,1.250,1.2500|1.2500,")
+    assert "x1.250 (1.250-1.250), ratio 1.562" in result.markdown("drvtma bench gemm --versus stmatrix=true")
+
+    refused = bench.run_gemm_bench(GemmConfig(out_dtype="float32"), shapes=shapes[:1], runs=2, warmups=0, pairs=1,
+                                   versus={"stmatrix": True})
+    p = refused.points[0]
+    assert p.verified and p.versus_note.startswith("refused: ") and "stmatrix_epilogue" in p.versus_note
+    assert "with stmatrix=True" in p.versus_config and json.loads(
+        fake_gpu.jsonl.read_text().splitlines()[-1])["versus"]["note"] == p.versus_note
+
+    FakeGemm.wrong_for = (result.points[0].versus_config,)  # the variant of the first point computes a wrong value
+    wrong = bench.run_gemm_bench(GemmConfig(), shapes=shapes[:1], runs=2, warmups=0, pairs=1,
+                                 versus={"stmatrix": True})
+    p = wrong.points[0]
+    assert p.verified and p.versus_note.startswith("MISMATCH") and not p.versus_pair_speedups and p.ms == 0.8
+    assert "versus: MISMATCH" in wrong.text()
+    monkeypatch.setattr(bench, "run_gemm_bench", lambda *a, **k: wrong)
+    from drvtma.cli.main import main
+    assert main(["bench", "gemm", "--shapes", "2048x2048x64", "--versus", "stmatrix=true", "--quiet"]) == 1
+
+
+def test_versus_is_checked_when_the_command_line_is_read(capsys):
+    from drvtma.cli.main import main
+
+    for argv, words in ((["--versus", "stmatrix=maybe"], "--versus 'stmatrix=maybe'"),
+                        (["--versus", "colour=2"], "FIELD=VALUE with FIELD one of"),
+                        (["--versus", "stmatrix=true", "--claims"], "not with --claims or --profile")):
+        assert main(["bench", "gemm", *argv]) == 2
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
 
 
 def test_bench_refuses_to_time_a_wrong_result(fake_gpu):
@@ -223,7 +276,8 @@ def test_claim_sweep_covers_every_claim(fake_gpu):
     assert not [p for p in result.points if p.note]  # every value builds, 2-CTA multicast included
     assert len(fake_gpu.warmed) == 1 and {c.label() for c in fake_gpu.warmed[0][0]} == {p.label for p in result.points}
     timed = result.points
-    assert all(p.tflops / p.cublas_tflops == pytest.approx(1.25) for p in timed)
+    # the fake times the stmatrix epilogue at 0.64 ms, every other configuration at 0.8, cuBLAS at 1.0
+    assert all(p.tflops / p.cublas_tflops == pytest.approx(1 / (0.64 if "stmatrix" in p.label else 0.8)) for p in timed)
     md = result.markdown("drvtma bench gemm --claims")
     assert md.count("\n| ") == len(result.points) + 1
     spreads = result.spreads()

@@ -93,6 +93,27 @@ def test_abba_pairs_give_a_ratio_per_pair_and_the_median_of_them(monkeypatch):
         timing.time_abba_pairs({"ours": "a", "theirs": "b"}, pairs=0, runs=4, warmups=0)
 
 
+def test_three_launches_run_as_a_palindrome_each_in_two_halves(monkeypatch):
+    """A variant beside ours and theirs: a, v, b, b, v, a each round, so a linear drift over the round hits every
+    side alike; each side's ratio against any other per round."""
+    order = []
+    clock = iter(range(1, 100))
+
+    def fake_time_launches(launch, *, runs, warmups, flush=None):
+        order.append(launch)
+        now = next(clock)  # the GPU slows a little with every half: a drift
+        return timing.Timing(tuple({"a": 1.0, "v": 0.5, "b": 2.0}[launch] * (1 + 0.01 * now) for _ in range(runs)))
+
+    monkeypatch.setattr(timing, "time_launches", fake_time_launches)
+    got = timing.time_abba_pairs({"ours": "a", "variant": "v", "theirs": "b"}, pairs=2, runs=8, warmups=0)
+    assert order == ["a", "v", "b", "b", "v", "a"] * 2
+    assert all(len(got.joined[n].samples) == 8 for n in ("ours", "variant", "theirs"))  # `runs` per side
+    # each side's two halves straddle the round's middle: the drift cancels in the medians' ratios
+    assert got.ratios("ours", "variant") == (2.0, 2.0) and got.ratios("theirs", "ours") == (2.0, 2.0)
+    with pytest.raises(ValueError, match="two launches or more"):
+        timing.time_abba_pairs({"ours": "a"}, pairs=1, runs=2, warmups=0)
+
+
 def test_timing_figure_and_the_conv_figure_carry_each_sides_spread_retaken_and_host_bound():
     from drvtma.gemm.conv import ConvShape
     from drvtma.gemm.conv_bench import ConvRow

@@ -107,6 +107,9 @@ def gemm_command(argv: list[str]) -> int:
     p.add_argument("--swizzle", choices=("none", "32B", "64B", "128B"))
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any GemmConfig field, e.g. --set cluster_m=2 --set group_m=16 (repeatable)")
+    p.add_argument("--versus", action="append", default=[], metavar="FIELD=VALUE",
+                   help="also time each point's configuration with this field changed, in the same rounds: its "
+                        "speed-up and its own ratio to cuBLAS (repeatable: one variant with every change)")
     p.add_argument("--runs", type=count, default=20, help="timed runs per side, spread over the ABBA pairs")
     p.add_argument("--pairs", type=count, default=bench.PAIRS,
                    help="ABBA pairs per point; its ratio is the median of theirs (at least one run per half)")
@@ -130,6 +133,14 @@ def gemm_command(argv: list[str]) -> int:
                 changes.update(bench.config_changes([item]))
             except ValueError as exc:
                 raise ValueError(exc if "--set" in str(exc) else f"--set {item!r}: {exc}") from None
+        args.versus_changes = {}
+        for item in args.versus:
+            try:
+                args.versus_changes.update(bench.config_changes([item]))
+            except ValueError as exc:
+                raise ValueError(f"--versus {item!r}: {str(exc).replace('--set ', '')}") from None
+        if args.versus and (args.claims or args.profile):
+            raise ValueError("--versus times a variant beside the bench's points: not with --claims or --profile")
         given = {"stages": args.stages, "swizzle": args.swizzle}
         cfg = GemmConfig().with_(**{k: v for k, v in given.items() if v is not None}, **changes)
         for d in args.dtypes:

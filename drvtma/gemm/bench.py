@@ -10,11 +10,13 @@ figure line per point ({"bench": "gemm", ...}) on stdout and in $DRVTMA_REPORT_J
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import GemmError
 from ..runtime.figures import csv_text, table_text, write_report
 from ..runtime.figures import record_figure as record
 from ..runtime.timing import percentile, time_abba_pairs, timing_figure
@@ -36,7 +38,8 @@ DTYPES = ("bfloat16",)
 PAIRS = 5  # ABBA pairs per point: the point's ratio is the median of their ratios
 CSV_COLUMNS = ("dtype", "m", "n", "k", "drvtma_ms", "drvtma_tflops", "cublas_ms", "cublas_tflops", "ratio", "max_error",
                "verified", "sm_mhz_before", "sm_mhz_after", "power_w_before", "power_w_after", "reasons_after",
-               "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms", "pair_ratios")
+               "cublas_kernels", "drvtma_runs_ms", "cublas_runs_ms", "pair_ratios", "versus_config", "versus_ms",
+               "versus_ratio", "versus_speedup", "versus_pair_speedups", "versus_note")
 MARKDOWN_COLUMNS = ("dtype", "M", "N", "K", "drvtma TFLOP/s", "cuBLAS TFLOP/s", "ratio", "pairs", "err/tol", "SM MHz",
                     "W", "cuBLAS kernel", "drvtma config, where not the one above")
 
@@ -59,6 +62,12 @@ class GemmPoint:
     config: str = ""  # the label of the configuration that ran (for_problem's choice for the shape, or the given one)
     timings: dict = field(default_factory=dict)  # {"drvtma" | "cublas": runtime.timing.Timing}: every timed run
     pair_ratios: tuple = ()  # cuBLAS's median / drvtma's in each ABBA pair, in the order they ran
+    # --versus: the same configuration with some fields changed, verified and timed in the same rounds
+    versus_config: str = ""
+    versus_ms: float = float("nan")
+    versus_pair_ratios: tuple = ()  # cuBLAS's median / the variant's, per round
+    versus_pair_speedups: tuple = ()  # drvtma's median / the variant's, per round: above 1, the variant is faster
+    versus_note: str = ""  # why the variant was not timed (a rule refused it, or its result was wrong)
 
     def tflops(self, ms: float) -> float:
         return 2.0 * self.m * self.n * self.k / (ms * 1e-3) / 1e12
@@ -73,11 +82,27 @@ class GemmPoint:
         """The pairs' ratios as their range: how far the median stands from one pair's reading."""
         return f"{min(self.pair_ratios):.3f}-{max(self.pair_ratios):.3f}" if self.pair_ratios else "-"
 
+    @property
+    def versus_speedup(self) -> float:
+        """The median of the rounds' drvtma / variant ratios (above 1: the variant is faster)."""
+        return percentile(self.versus_pair_speedups, 50) if self.versus_pair_speedups else float("nan")
+
+    @property
+    def versus_ratio(self) -> float:
+        """The variant's own ratio to cuBLAS: the median of the rounds' ratios."""
+        return percentile(self.versus_pair_ratios, 50) if self.versus_pair_ratios else float("nan")
+
     def figure(self) -> dict:
-        return {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
-                "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
-                "ratio": round(self.ratio, 3), "pair_ratios": list(self.pair_ratios), "config": self.config,
-                **timing_figure(self.timings)}
+        out = {"bench": "gemm", "dtype": self.dtype, "m": self.m, "n": self.n, "k": self.k,
+               "tflops": round(self.tflops(self.ms), 1), "cublas_tflops": round(self.tflops(self.cublas_ms), 1),
+               "ratio": round(self.ratio, 3), "pair_ratios": list(self.pair_ratios), "config": self.config,
+               **timing_figure(self.timings)}
+        if self.versus_config:
+            out["versus"] = {"config": self.versus_config, "note": self.versus_note} if self.versus_note else {
+                "config": self.versus_config, "ratio": round(self.versus_ratio, 3),
+                "pair_ratios": list(self.versus_pair_ratios), "speedup": round(self.versus_speedup, 3),
+                "pair_speedups": list(self.versus_pair_speedups)}
+        return out
 
 
 def error_against_cublas(ours, theirs, dc, dref, cfg: GemmConfig, m: int, n: int, k: int) -> float:
@@ -96,8 +121,10 @@ UNSUPPORTED = "not run, cuBLAS cannot"  # a point's note when cuBLAS has no kern
 
 
 def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, warmups: int, flush,
-                rng: np.random.Generator, alpha: float, pairs: int = PAIRS) -> GemmPoint:
-    """One shape: verified against cuBLAS, then timed in `pairs` ABBA pairs sharing `runs` per side."""
+                rng: np.random.Generator, alpha: float, pairs: int = PAIRS, versus=None) -> GemmPoint:
+    """One shape: verified against cuBLAS, then timed in `pairs` ABBA pairs sharing `runs` per side. `versus`: a
+    second Gemm (a variant of the configuration), verified too and timed in the same rounds (drvtma, variant,
+    cuBLAS, cuBLAS, variant, drvtma), so their ratio is of one run; a wrong variant is reported and not timed."""
     from ..runtime.driver import DeviceBuffer
     from .cublas import CublasUnsupported, kernel_names
 
@@ -107,7 +134,10 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
     a, b = random_operands(rng, dtype, m, n, k)
     with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, \
             DeviceBuffer(m * n * out.itemsize) as dc, DeviceBuffer(m * n * out.itemsize) as dref, \
-            gemm.bind(da, db, dc, m, n, k, alpha=alpha) as ours:
+            DeviceBuffer(m * n * out.itemsize if versus is not None else 1) as dv, \
+            gemm.bind(da, db, dc, m, n, k, alpha=alpha) as ours, \
+            (versus.bind(da, db, dv, m, n, k, alpha=alpha) if versus is not None else contextlib.nullcontext()) \
+            as variant:
         try:
             theirs = cublas.plan(da, db, dref, m, n, k, dtype, cfg.out_dtype, alpha)
         except CublasUnsupported as exc:  # e5m2 x e5m2: the bench times against cuBLAS, so this point cannot run
@@ -121,12 +151,24 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
             if not point.verified:
                 point.note = f"MISMATCH vs cuBLAS ({point.max_error:.3g} x tolerance): not timed"
                 return point
+            launches = {"drvtma": ours.launch}
+            if variant is not None:
+                point.versus_config = versus.config.label()
+                error = error_against_cublas(variant, theirs, dv, dref, versus.config, m, n, k)
+                if error <= 1.0:
+                    launches["versus"] = variant.launch
+                else:
+                    point.versus_note = f"MISMATCH vs cuBLAS ({error:.3g} x tolerance): not timed"
+            launches["cublas"] = theirs
             point.smi_before = read_smi()
-            timed = time_abba_pairs({"drvtma": ours.launch, "cublas": theirs}, pairs=pairs, runs=runs,
-                                    warmups=warmups, flush=flush)
+            timed = time_abba_pairs(launches, pairs=pairs, runs=runs, warmups=warmups, flush=flush)
             point.smi_after = read_smi()
             point.timings, point.pair_ratios = timed.joined, timed.ratios("cublas", "drvtma")
             point.ms, point.cublas_ms = point.timings["drvtma"].median, point.timings["cublas"].median
+            if "versus" in launches:
+                point.versus_ms = point.timings["versus"].median
+                point.versus_pair_ratios = timed.ratios("cublas", "versus")
+                point.versus_pair_speedups = timed.ratios("drvtma", "versus")
         finally:
             theirs.release()
     return point
@@ -134,8 +176,10 @@ def bench_point(gemm, cublas, dtype: str, m: int, n: int, k: int, *, runs: int, 
 
 def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: int = 20, warmups: int = 3,
                    flush_l2: bool = True, backend: str | None = None, seed: int = 15, progress=None,
-                   auto: bool = True, pairs: int = PAIRS):
-    """`auto`: each shape runs config.for_problem (the small tile for skinny problems); the point names it."""
+                   auto: bool = True, pairs: int = PAIRS, versus: dict | None = None):
+    """`auto`: each shape runs config.for_problem (the small tile for skinny problems); the point names it.
+    `versus` ({field: value}): each point also runs its configuration with these fields changed, in the same
+    rounds (`bench_point`); where a rule refuses the variant, the point says which."""
     from ..runtime.driver import DeviceBuffer, device_properties
     from .cublas import open_cublas
     from .launch import Gemm, warm_gemm_cache
@@ -146,8 +190,20 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
         base = config.with_(dtype=dtype)
         return base.for_problem(m, n, k, props.sm_count, props.l2_bytes) if auto else base
 
+    def variant(cfg: GemmConfig) -> GemmConfig | GemmError | None:
+        """The point's configuration with --versus's changes, or the first rule they break."""
+        if not versus:
+            return None
+        try:
+            changed = cfg.with_(**versus)
+        except GemmError as exc:  # a value of the wrong type for its field
+            return exc
+        errors = changed.errors()
+        return errors[0] if errors else changed
+
     dtypes = [dtype_name(d) for d in dtypes]
-    warm_gemm_cache([chosen(d, *shape) for d in dtypes for shape in shapes])
+    chosen_all = [chosen(d, *shape) for d in dtypes for shape in shapes]
+    warm_gemm_cache(chosen_all + [v for v in map(variant, chosen_all) if isinstance(v, GemmConfig)])
     cublas = open_cublas(backend)
     flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
     flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_buf is not None else None
@@ -160,12 +216,17 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
             for m, n, k in shapes:
                 base = config.with_(dtype=dtype)
                 cfg = chosen(dtype, m, n, k)
-                if cfg not in gemms:
-                    gemms[cfg] = Gemm(cfg)
-                gemm = gemms[cfg]
-                p = bench_point(gemm, cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush, rng=rng,
-                                alpha=alpha, pairs=pairs)
+                other = variant(cfg)
+                for c in (cfg, other):
+                    if isinstance(c, GemmConfig) and c not in gemms:
+                        gemms[c] = Gemm(c)
+                p = bench_point(gemms[cfg], cublas, dtype, m, n, k, runs=runs, warmups=warmups, flush=flush,
+                                rng=rng, alpha=alpha, pairs=pairs,
+                                versus=gemms[other] if isinstance(other, GemmConfig) else None)
                 p.config = cfg.label()
+                if isinstance(other, GemmError):
+                    changes = ", ".join(f"{k}={v}" for k, v in (versus or {}).items())
+                    p.versus_config, p.versus_note = f"{cfg.label()} with {changes}", f"refused: {other}"
                 points.append(p)
                 if p.verified:
                     record(p.figure())
@@ -175,7 +236,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
         if flush_buf is not None:
             flush_buf.close()
         cublas.close()
-    return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs, pairs)
+    return GemmBenchResult(config, points, cublas.describe(), flush_l2, runs, pairs, dict(versus or {}))
 
 
 def row_text(p: GemmPoint, base_label: str = "") -> str:
@@ -186,7 +247,18 @@ def row_text(p: GemmPoint, base_label: str = "") -> str:
              f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')} W"
     return (f"{p.dtype:<14} {p.m:>6} {p.n:>6} {p.k:>6}  {p.tflops(p.ms):7.1f} {p.tflops(p.cublas_ms):7.1f} "
             f"{p.ratio:6.3f} (pairs {p.pairs_text()})  err {p.max_error:.2f}  {clocks}"
-            + (f"  [{p.config}]" if p.config != base_label else ""))
+            + (f"  [{p.config}]" if p.config != base_label else "") + versus_text(p))
+
+
+def versus_text(p: GemmPoint) -> str:
+    """The variant's outcome at a point: its speed-up over the configuration (median and the rounds' range) and
+    its own ratio to cuBLAS, or why it did not run; empty without --versus."""
+    if not p.versus_config:
+        return ""
+    if p.versus_note:
+        return f"  versus: {p.versus_note}"
+    sp = p.versus_pair_speedups
+    return (f"  versus: x{p.versus_speedup:.3f} ({min(sp):.3f}-{max(sp):.3f}), ratio {p.versus_ratio:.3f}")
 
 
 @dataclass
@@ -197,11 +269,16 @@ class GemmBenchResult:
     flush_l2: bool
     runs: int
     pairs: int = PAIRS
+    versus: dict = field(default_factory=dict)  # the fields --versus changed (empty: none)
 
     def timing_line(self) -> str:
+        versus = ", ".join(f"{k}={v}" for k, v in self.versus.items())
         return (f"{self.runs} runs each in {self.pairs} ABBA pairs, L2 "
                 f"{'flushed before each run' if self.flush_l2 else 'warm'}; TFLOP/s from the median run, ratio: "
-                f"the median of the pairs' ratios")
+                f"the median of the pairs' ratios"
+                + (f"; versus: the same configuration with {versus}, timed in the same rounds (drvtma, variant, "
+                   f"cuBLAS, cuBLAS, variant, drvtma): its speed-up over drvtma's and its own ratio, medians of "
+                   f"the rounds'" if versus else ""))
 
     def text(self) -> str:
         head = (f"drvtma {self.config.label()}\ncuBLAS: {self.cublas}\n"
@@ -229,7 +306,11 @@ class GemmBenchResult:
                          p.smi_after.get("power_w", ""), p.smi_after.get("reasons", ""),
                          "|".join(p.cublas_kernels).replace(",", ";"),
                          *("|".join(f"{t:.4f}" for t in p.timings[side].samples) if p.timings else ""
-                           for side in ("drvtma", "cublas")), "|".join(f"{r:.4f}" for r in p.pair_ratios)])
+                           for side in ("drvtma", "cublas")), "|".join(f"{r:.4f}" for r in p.pair_ratios),
+                         p.versus_config, f"{p.versus_ms:.4f}" if p.versus_pair_ratios else "",
+                         f"{p.versus_ratio:.3f}" if p.versus_pair_ratios else "",
+                         f"{p.versus_speedup:.3f}" if p.versus_pair_ratios else "",
+                         "|".join(f"{r:.4f}" for r in p.versus_pair_speedups), p.versus_note])
         return csv_text(CSV_COLUMNS, rows)
 
     def markdown(self, command: str) -> str:
@@ -243,7 +324,13 @@ class GemmBenchResult:
                          f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
                          f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
                          "; ".join(p.cublas_kernels)[:120], self.chosen(p)])
-        table = table_text(MARKDOWN_COLUMNS, rows)
+            if self.versus:
+                rows[-1].append(versus_text(p).removeprefix("  versus: "))
+        columns = MARKDOWN_COLUMNS + (("versus: speed-up (rounds), ratio",) if self.versus else ())
+        if self.versus:
+            for row in rows:
+                row.extend([""] * (len(columns) - len(row)))
+        table = table_text(columns, rows)
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
                           f"- timing: {self.timing_line()}; events behind a stream hold", "", table, ""])
 
@@ -257,12 +344,15 @@ def gemm_command(args, argv: list[str], cfg: GemmConfig, shapes, claim_shape) ->
         return _profile_command(args, argv, cfg, shapes)
     result = run_gemm_bench(cfg, dtypes=args.dtypes, shapes=shapes, runs=args.runs,
                             warmups=args.warmups, flush_l2=not args.no_flush, backend=args.backend,
-                            progress=None if args.quiet else sys.stderr, pairs=args.pairs)
+                            progress=None if args.quiet else sys.stderr, pairs=args.pairs,
+                            versus=getattr(args, "versus_changes", None))
     print(result.text())
     if args.out:
         write_report(args.out, "gemm", result.csv_text(),
                      markdown=result.markdown(" ".join(["drvtma bench gemm", *argv])))
-    return 0 if all(pt.verified or pt.note.startswith(UNSUPPORTED) for pt in result.points) else 1
+    wrong_variant = any(pt.versus_note.startswith("MISMATCH") for pt in result.points)
+    return 0 if all(pt.verified or pt.note.startswith(UNSUPPORTED) for pt in result.points) and not wrong_variant \
+        else 1
 
 
 def _profile_command(args, argv, cfg: GemmConfig, shapes) -> int:

@@ -171,15 +171,18 @@ class AbbaPairs:
 def time_abba_pairs(launches: dict, *, pairs: int, runs: int, warmups: int, flush=None) -> AbbaPairs:
     """`pairs` rounds of time_abba, `runs` spread evenly over them (at least one run per half): a ratio per round,
     so one round's clock or neighbour cannot decide a comparison. Warm-ups before the first round's halves only;
-    later rounds warm each side with one untimed run."""
+    later rounds warm each side with one untimed run. More than two launches run as a palindrome (a, b, c, c, b,
+    a): a drift over the round still hits every side alike."""
     if pairs < 1:
         raise ValueError(f"pairs must be >= 1, got {pairs}")
-    (a, _), (b, _) = launches.items()
+    if len(launches) < 2:
+        raise ValueError(f"time_abba_pairs compares two launches or more, got {len(launches)}")
+    names = list(launches)
     half = max(1, runs // (2 * pairs))
     rounds = []
     for i in range(pairs):
-        parts: dict[str, list[Timing]] = {a: [], b: []}
-        for name in (a, b, b, a):
+        parts: dict[str, list[Timing]] = {name: [] for name in names}
+        for name in names + names[::-1]:
             parts[name].append(time_launches(launches[name], runs=half, warmups=warmups if i == 0 else 1,
                                              flush=flush))
         rounds.append({name: Timing.joined(p) for name, p in parts.items()})
