@@ -20,6 +20,8 @@ from drvtma.runtime import sass
 from drvtma.tma.tiled import oracle as tma_oracle
 from drvtma.tma.tiled.spec import Swizzle, TensorMapSpec
 
+from support.gemm_configs import STMATRIX_CONFIGS
+
 # Every configuration the GPU tests and the claim sweep will run: the main shape per dtype and output, then one
 # change of each claim parameter at a time.
 CONFIGS = {
@@ -68,15 +70,7 @@ CONFIGS = {
     "whole-tile staging e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", epilogue_buffers=4, stages=3, streamk=True),
     "3 staging buffers": GemmConfig(epilogue_buffers=3, stages=3),
     "ping-pong 128x128 whole-tile staging": GemmConfig(pingpong=True, bn=128, stages=4, epilogue_buffers=4),
-    "stmatrix": GemmConfig(stmatrix=True),
-    "stmatrix f16 whole-tile staging": GemmConfig(dtype="float16", out_dtype="float16", stmatrix=True,
-                                                  epilogue_buffers=4, stages=3),
-    "stmatrix e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", stmatrix=True, streamk=True),
-    "stmatrix ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6, stmatrix=True),
-    "stmatrix mma.sync": GemmConfig(mma="mma_sync", stmatrix=True),
-    "stmatrix swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8, stmatrix=True),
-    "stmatrix swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
-                                                         prefetch_maps=True, stmatrix=True),
+    **STMATRIX_CONFIGS,
 }
 
 

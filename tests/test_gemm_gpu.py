@@ -28,6 +28,7 @@ from drvtma.gemm.reference import exact_operands, random_operands, reference_gem
 from drvtma.runtime.figures import record_test as record
 
 from support.edge_timeouts import EDGE_DEFINES, GEMM_EDGE_CONFIGS, GEMM_SCRIPT, given_up_waits, run_edge_child
+from support.gemm_configs import STMATRIX_CONFIGS
 
 pytestmark = [pytest.mark.gpu, pytest.mark.needs("wgmma", "setmaxnreg")]
 
@@ -188,19 +189,7 @@ SCHEDULES = {
                                                                 stages=4, prefetch_maps=True, cluster_n=2),
     "swapped 128x64 e4m3 cluster along N": GemmConfig(swap_ab=True, bm=128, bn=64, consumers=1, bk=256, stages=4,
                                                       dtype="float8_e4m3fn", prefetch_maps=True, cluster_n=2),
-    # the stmatrix epilogue: four 8x8 matrices of C a store (swapped: transposed), in each schedule it can join
-    "stmatrix": GemmConfig(stmatrix=True),
-    "stmatrix f16 whole-tile staging": GemmConfig(dtype="float16", out_dtype="float16", stmatrix=True,
-                                                  epilogue_buffers=4, stages=3),
-    "stmatrix e4m3 stream-K": GemmConfig(dtype="float8_e4m3fn", stmatrix=True, streamk=True),
-    "stmatrix ping-pong 128x128": GemmConfig(pingpong=True, bn=128, stages=6, stmatrix=True),
-    "stmatrix mma.sync": GemmConfig(mma="mma_sync", stmatrix=True),
-    "stmatrix cluster 2": GemmConfig(cluster_m=2, stmatrix=True),
-    "stmatrix swapped 64x16": GemmConfig(swap_ab=True, bm=64, bn=16, consumers=1, stages=8, stmatrix=True),
-    "stmatrix swapped 128x32 f16": GemmConfig(swap_ab=True, bn=32, stages=8, dtype="float16", out_dtype="float16",
-                                              stmatrix=True),
-    "stmatrix swapped 64x128, 2 panels of K": GemmConfig(swap_ab=True, bm=64, bn=128, consumers=1, bk=128, stages=4,
-                                                         prefetch_maps=True, stmatrix=True),
+    **STMATRIX_CONFIGS,
 }
 
 
