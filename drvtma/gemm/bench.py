@@ -258,7 +258,7 @@ def versus_text(p: GemmPoint) -> str:
     if p.versus_note:
         return f"  versus: {p.versus_note}"
     sp = p.versus_pair_speedups
-    return (f"  versus: x{p.versus_speedup:.3f} ({min(sp):.3f}-{max(sp):.3f}), ratio {p.versus_ratio:.3f}")
+    return f"  versus: x{p.versus_speedup:.3f} ({min(sp):.3f}-{max(sp):.3f}), ratio {p.versus_ratio:.3f}"
 
 
 @dataclass
@@ -317,19 +317,15 @@ class GemmBenchResult:
         rows = []
         for p in self.points:
             if not p.verified:
-                rows.append([p.dtype, p.m, p.n, p.k, p.note, *[""] * 7, self.chosen(p)])
-                continue
-            rows.append([p.dtype, p.m, p.n, p.k, f"{p.tflops(p.ms):.1f}", f"{p.tflops(p.cublas_ms):.1f}",
-                         f"{p.ratio:.3f}", p.pairs_text(), f"{p.max_error:.2f}",
-                         f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
-                         f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
-                         "; ".join(p.cublas_kernels)[:120], self.chosen(p)])
-            if self.versus:
-                rows[-1].append(versus_text(p).removeprefix("  versus: "))
+                row = [p.dtype, p.m, p.n, p.k, p.note, *[""] * 7, self.chosen(p)]
+            else:
+                row = [p.dtype, p.m, p.n, p.k, f"{p.tflops(p.ms):.1f}", f"{p.tflops(p.cublas_ms):.1f}",
+                       f"{p.ratio:.3f}", p.pairs_text(), f"{p.max_error:.2f}",
+                       f"{p.smi_before.get('sm_mhz', '?')}->{p.smi_after.get('sm_mhz', '?')}",
+                       f"{p.smi_before.get('power_w', '?')}->{p.smi_after.get('power_w', '?')}",
+                       "; ".join(p.cublas_kernels)[:120], self.chosen(p)]
+            rows.append(row + ([versus_text(p).removeprefix("  versus: ")] if self.versus else []))
         columns = MARKDOWN_COLUMNS + (("versus: speed-up (rounds), ratio",) if self.versus else ())
-        if self.versus:
-            for row in rows:
-                row.extend([""] * (len(columns) - len(row)))
         table = table_text(columns, rows)
         return "\n".join([f"# {command}", "", f"- drvtma: {self.config.label()}", f"- cuBLAS: {self.cublas}",
                           f"- timing: {self.timing_line()}; events behind a stream hold", "", table, ""])
