@@ -229,6 +229,8 @@ def test_versus_is_checked_when_the_command_line_is_read(capsys):
 
     for argv, words in ((["--versus", "stmatrix=maybe"], "--versus 'stmatrix=maybe'"),
                         (["--versus", "colour=2"], "FIELD=VALUE with FIELD one of"),
+                        (["--versus", "bn=abc"], "--versus 'bn=abc': bn wants a whole number, got 'abc'"),
+                        (["--set", "bn=abc"], "--set bn wants a whole number, got 'abc'"),
                         (["--versus", "stmatrix=true", "--claims"], "not with --claims or --profile")):
         assert main(["bench", "gemm", *argv]) == 2
         err = capsys.readouterr().err

@@ -197,13 +197,19 @@ def existing_file(text: str) -> str:
     return text
 
 
-def out_file(text: str) -> str:
-    """A file drvtma may create or overwrite."""
+def _overwritable(text: str) -> Path:
+    """The path, where nothing there stops drvtma writing a file: not a folder, not a read-only file."""
     path = Path(text)
     if path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
+    return path
+
+
+def out_file(text: str) -> str:
+    """A file drvtma may create or overwrite."""
+    path = _overwritable(text)
     if not path.parent.absolute().is_dir():
         raise argparse.ArgumentTypeError(f"cannot create {text!r}: there is no folder {str(path.parent)!r}; give a "
                                          "file in an existing folder")
@@ -213,12 +219,7 @@ def out_file(text: str) -> str:
 
 def out_file_and_folder(text: str) -> str:
     """A file drvtma may create or overwrite, in a folder it may create."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text!r} is a folder; give a file name")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{text!r} is not writable; give a writable file")
-    out_dir(str(path.parent))
+    out_dir(str(_overwritable(text).parent))
     return text
 
 

@@ -202,8 +202,8 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
         return errors[0] if errors else changed
 
     dtypes = [dtype_name(d) for d in dtypes]
-    chosen_all = [chosen(d, *shape) for d in dtypes for shape in shapes]
-    warm_gemm_cache(chosen_all + [v for v in map(variant, chosen_all) if isinstance(v, GemmConfig)])
+    variants = {cfg: variant(cfg) for cfg in (chosen(d, *shape) for d in dtypes for shape in shapes)}
+    warm_gemm_cache(list(variants) + [v for v in variants.values() if isinstance(v, GemmConfig)])
     cublas = open_cublas(backend)
     flush_buf = DeviceBuffer(2 * props.l2_bytes) if flush_l2 else None
     flush = (lambda: flush_buf.fill_u32(0x5A5A5A5A)) if flush_buf is not None else None
@@ -216,7 +216,7 @@ def run_gemm_bench(config: GemmConfig, *, dtypes=DTYPES, shapes=SHAPES, runs: in
             for m, n, k in shapes:
                 base = config.with_(dtype=dtype)
                 cfg = chosen(dtype, m, n, k)
-                other = variant(cfg)
+                other = variants[cfg]
                 for c in (cfg, other):
                     if isinstance(c, GemmConfig) and c not in gemms:
                         gemms[c] = Gemm(c)
@@ -392,7 +392,10 @@ def config_changes(items) -> dict:
                 raise ValueError(f"--set {name} wants true or false, got {text!r}")
             out[name] = text.lower() in ("true", "1", "on")
         elif kind.startswith("int"):
-            out[name] = None if text.lower() == "none" else int(text)
+            try:
+                out[name] = None if text.lower() == "none" else int(text)
+            except ValueError:
+                raise ValueError(f"--set {name} wants a whole number, got {text!r}") from None
         else:
             out[name] = text
     return out
